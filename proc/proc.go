@@ -1,0 +1,300 @@
+// Package proc runs the daemon's child processes: one goroutine owns each
+// child's Wait, output goes to the child's own log file with a tail kept in
+// memory for error messages, and stopping is a polite signal followed by
+// SIGKILL after a timeout.
+//
+// Children are started from one goroutine locked to its OS thread for the
+// life of the Spawner, because Pdeathsig fires when the thread that forked
+// the child exits (golang/go#27505), not when the process does. Children
+// also get their own process group, so Stop reaches their descendants.
+package proc
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Spec describes a child process.
+type Spec struct {
+	Name string   // component name, for errors and logs
+	Path string   // executable
+	Args []string // arguments after the program name
+	Env  []string // full environment (nil: inherit)
+	Dir  string
+	// LogPath receives the child's stdout and stderr (appended). Empty:
+	// output is kept only in the in-memory tail.
+	LogPath string
+	// Credential, when set, runs the child as that uid/gid.
+	Credential *syscall.Credential
+	// ExtraFiles become fds 3, 4, ... in the child.
+	ExtraFiles []*os.File
+	// StopSignal is sent first by Stop (default SIGTERM).
+	StopSignal syscall.Signal
+}
+
+// TailSize is how much of a child's latest output is kept for errors.
+const TailSize = 4096
+
+// maxLogSize is the size past which a log is rotated to LogPath+".1"
+// when the child starts.
+const maxLogSize = 8 << 20
+
+// Process is a started child.
+type Process struct {
+	Name    string
+	Pid     int
+	Started time.Time
+
+	cmd  *exec.Cmd
+	tail *tailBuffer
+	log  *os.File
+	stop syscall.Signal
+	done chan struct{}
+	err  error // set before done is closed
+}
+
+// Spawner starts processes from a thread that outlives them.
+type Spawner struct {
+	reqs chan spawnReq
+	quit chan struct{}
+	wg   sync.WaitGroup
+}
+
+type spawnReq struct {
+	cmd   *exec.Cmd
+	reply chan error
+}
+
+// NewSpawner starts the spawning goroutine; Close stops it.
+func NewSpawner() *Spawner {
+	s := &Spawner{reqs: make(chan spawnReq), quit: make(chan struct{})}
+	s.wg.Add(1)
+	go s.loop()
+	return s
+}
+
+func (s *Spawner) loop() {
+	defer s.wg.Done()
+	// Never unlocked: when this goroutine returns the thread exits, which
+	// is what delivers Pdeathsig to any child still alive at Close.
+	runtime.LockOSThread()
+	for {
+		select {
+		case r := <-s.reqs:
+			r.reply <- r.cmd.Start()
+		case <-s.quit:
+			return
+		}
+	}
+}
+
+// Close stops the spawning goroutine. Children still running get their
+// Pdeathsig (SIGKILL); stop them first to shut down politely.
+func (s *Spawner) Close() {
+	select {
+	case <-s.quit:
+	default:
+		close(s.quit)
+	}
+	s.wg.Wait()
+}
+
+// Start starts the child described by spec.
+func (s *Spawner) Start(spec Spec) (*Process, error) {
+	if spec.Name == "" {
+		spec.Name = spec.Path
+	}
+	cmd := exec.Command(spec.Path, spec.Args...)
+	cmd.Env = spec.Env
+	cmd.Dir = spec.Dir
+	cmd.ExtraFiles = spec.ExtraFiles
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Setpgid:    true,
+		Pdeathsig:  syscall.SIGKILL,
+		Credential: spec.Credential,
+	}
+	p := &Process{Name: spec.Name, cmd: cmd, tail: &tailBuffer{}, stop: spec.StopSignal, done: make(chan struct{})}
+	if p.stop == 0 {
+		p.stop = syscall.SIGTERM
+	}
+	var out io.Writer = p.tail
+	if spec.LogPath != "" {
+		f, err := openLog(spec.LogPath)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", spec.Name, err)
+		}
+		p.log = f
+		fmt.Fprintf(f, "--- %s: starting %s %q\n", time.Now().UTC().Format(time.RFC3339Nano), spec.Path, spec.Args)
+		out = io.MultiWriter(f, p.tail)
+	}
+	cmd.Stdout, cmd.Stderr = out, out
+
+	reply := make(chan error, 1)
+	select {
+	case s.reqs <- spawnReq{cmd: cmd, reply: reply}:
+	case <-s.quit:
+		p.closeLog()
+		return nil, fmt.Errorf("%s: spawner closed", spec.Name)
+	}
+	if err := <-reply; err != nil {
+		p.closeLog()
+		return nil, fmt.Errorf("start %s: %w", spec.Name, err)
+	}
+	p.Pid = cmd.Process.Pid
+	p.Started = time.Now()
+	go p.wait()
+	return p, nil
+}
+
+func openLog(path string) (*os.File, error) {
+	if fi, err := os.Stat(path); err == nil && fi.Size() > maxLogSize {
+		_ = os.Rename(path, path+".1")
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open log: %w", err)
+	}
+	return f, nil
+}
+
+// wait is the one owner of cmd.Wait; it records the exit and closes done.
+func (p *Process) wait() {
+	err := p.cmd.Wait()
+	if p.log != nil {
+		fmt.Fprintf(p.log, "--- %s: exited: %v\n", time.Now().UTC().Format(time.RFC3339Nano), exitText(err))
+	}
+	p.closeLog()
+	p.err = err
+	close(p.done)
+}
+
+func (p *Process) closeLog() {
+	if p.log != nil {
+		p.log.Close()
+	}
+}
+
+func exitText(err error) string {
+	if err == nil {
+		return "status 0"
+	}
+	return err.Error()
+}
+
+// Done is closed when the child has exited and its output is flushed.
+func (p *Process) Done() <-chan struct{} { return p.done }
+
+// Exited reports whether the child has exited.
+func (p *Process) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Err is the child's exit error once Done is closed (nil for status 0).
+func (p *Process) Err() error {
+	<-p.done
+	return p.err
+}
+
+// Tail returns the child's latest output, at most TailSize bytes.
+func (p *Process) Tail() string { return p.tail.String() }
+
+// ExitError describes a child that exited, with the tail of its output.
+func (p *Process) ExitError() error {
+	<-p.done
+	return fmt.Errorf("%s (pid %d) exited: %s; output: %q", p.Name, p.Pid, exitText(p.err), lastLines(p.Tail(), 10))
+}
+
+// Signal sends sig to the child's process group.
+func (p *Process) Signal(sig syscall.Signal) error {
+	if p.Exited() {
+		return nil
+	}
+	if err := syscall.Kill(-p.Pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("signal %s: %w", p.Name, err)
+	}
+	return nil
+}
+
+// Stop sends the stop signal to the child (not its group, so a browser
+// shuts its helpers down itself), waits up to grace for it to exit, then
+// kills its process group. It returns once the child is reaped or ctx ends.
+func (p *Process) Stop(ctx context.Context, grace time.Duration) error {
+	if p.Exited() {
+		return nil
+	}
+	if err := syscall.Kill(p.Pid, p.stop); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("signal %s: %w", p.Name, err)
+	}
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-p.done:
+		// The leader is gone; make sure nothing it left in the group stays.
+		_ = syscall.Kill(-p.Pid, syscall.SIGKILL)
+		return nil
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	if err := p.Signal(syscall.SIGKILL); err != nil {
+		return err
+	}
+	select {
+	case <-p.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("stop %s: %w", p.Name, ctx.Err())
+	}
+}
+
+// tailBuffer keeps the last TailSize bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (t *tailBuffer) Write(b []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := len(b)
+	if n >= TailSize {
+		b = b[n-TailSize:]
+	}
+	if over := len(t.buf) + len(b) - TailSize; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	t.buf = append(t.buf, b...)
+	return n, nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}
+
+func lastLines(s string, n int) string {
+	b := bytes.TrimRight([]byte(s), "\n")
+	for i := len(b) - 1; i >= 0; i-- {
+		if b[i] == '\n' {
+			n--
+			if n == 0 {
+				return string(b[i+1:])
+			}
+		}
+	}
+	return string(b)
+}

@@ -1,0 +1,134 @@
+package x11
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cubepod/deskd/proc"
+	"github.com/jezek/xgb"
+)
+
+// XvfbConfig configures an Xvfb child.
+type XvfbConfig struct {
+	Path       string // default "Xvfb"
+	Resolution Resolution
+	LogPath    string
+	Credential *syscall.Credential
+	// ReadyTimeout bounds the wait for the display (default 15 s).
+	ReadyTimeout time.Duration
+}
+
+// Xvfb is a running X server.
+type Xvfb struct {
+	*proc.Process
+	Display    string // ":N"
+	Resolution Resolution
+}
+
+// StartXvfb starts Xvfb on a display it chooses itself (-displayfd, so two
+// servers never race for one number) and returns once a client can connect.
+func StartXvfb(ctx context.Context, sp *proc.Spawner, cfg XvfbConfig) (*Xvfb, error) {
+	if cfg.Path == "" {
+		cfg.Path = "Xvfb"
+	}
+	if cfg.ReadyTimeout == 0 {
+		cfg.ReadyTimeout = 15 * time.Second
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("xvfb: displayfd pipe: %w", err)
+	}
+	defer r.Close()
+	args := []string{
+		"-displayfd", "3",
+		"-screen", "0", cfg.Resolution.String(),
+		// Without -noreset the server resets when its last client leaves,
+		// dropping RANDR modes and the keyboard mapping we install.
+		"-noreset",
+		"-nolisten", "tcp",
+		"+extension", "RANDR",
+		"+extension", "DAMAGE",
+		"+extension", "XFIXES",
+		"+extension", "XTEST",
+		"+extension", "MIT-SHM",
+		"-dpi", "96",
+	}
+	p, err := sp.Start(proc.Spec{
+		Name: "xvfb", Path: cfg.Path, Args: args, LogPath: cfg.LogPath,
+		Credential: cfg.Credential, ExtraFiles: []*os.File{w},
+	})
+	w.Close() // the child holds its copy
+	if err != nil {
+		return nil, err
+	}
+	x := &Xvfb{Process: p, Resolution: cfg.Resolution}
+	fail := func(err error) (*Xvfb, error) {
+		_ = p.Stop(context.Background(), 2*time.Second)
+		return nil, err
+	}
+
+	rctx, cancel := context.WithTimeout(ctx, cfg.ReadyTimeout)
+	defer cancel()
+	type line struct {
+		s   string
+		err error
+	}
+	got := make(chan line, 1)
+	go func() { // ends when Xvfb writes the number or the pipe closes
+		s, err := bufio.NewReader(r).ReadString('\n')
+		got <- line{s, err}
+	}()
+	var l line
+	select {
+	case l = <-got:
+	case <-p.Done():
+		l = <-got
+	case <-rctx.Done():
+		_ = p.Stop(context.Background(), 2*time.Second)
+		<-got // the pipe closes with the child
+		return nil, fmt.Errorf("xvfb: no display within %s: %w; output: %q", cfg.ReadyTimeout, rctx.Err(), p.Tail())
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(l.s))
+	if err != nil || n < 0 {
+		if p.Exited() {
+			return fail(p.ExitError())
+		}
+		return fail(fmt.Errorf("xvfb: bad display number %q (%v); output: %q", l.s, l.err, p.Tail()))
+	}
+	x.Display = ":" + strconv.Itoa(n)
+	if err := waitConnect(rctx, x.Display, p); err != nil {
+		return fail(err)
+	}
+	return x, nil
+}
+
+// waitConnect proves the display accepts X clients. Xvfb writes the
+// display number once it listens, so the first attempt normally succeeds;
+// the retry covers a socket that is still being set up.
+func waitConnect(ctx context.Context, display string, p *proc.Process) error {
+	backoff := 5 * time.Millisecond
+	for {
+		c, err := xgb.NewConnDisplay(display)
+		if err == nil {
+			c.Close()
+			return nil
+		}
+		if p.Exited() {
+			return p.ExitError()
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("xvfb: connect %s: %w (last error: %v)", display, ctx.Err(), err)
+		}
+		backoff = min(2*backoff, 200*time.Millisecond)
+	}
+}
