@@ -1,0 +1,423 @@
+// Package desktop supervises the GUI stack: Xvfb, an optional window
+// manager and Chromium. Nothing starts until Start is called; a component
+// that dies is restarted alone (with the ones that need it: Chromium and
+// the window manager follow a restarted Xvfb, nothing follows Chromium).
+package desktop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cubepod/deskd/cdp"
+	"github.com/cubepod/deskd/proc"
+	"github.com/cubepod/deskd/x11"
+)
+
+// Component names, as used in status pids, restarts and log file names.
+const (
+	Xvfb     = "xvfb"
+	WM       = "wm"
+	Chromium = "chromium"
+)
+
+// Config configures a Stack.
+type Config struct {
+	RunDir       string // logs/ and home/ live here
+	ProfileDir   string // Chromium profile (default RunDir/chromium-profile)
+	Resolution   x11.Resolution
+	URL          string
+	XvfbPath     string
+	WMPath       string // empty: no window manager
+	ChromiumPath string
+	CDPPort      int
+	NoSandbox    bool
+	Credential   *syscall.Credential // nil: run as deskd's own user
+	Logger       *slog.Logger
+	// RestartBackoff is the first delay before restarting a component
+	// that died (default 500 ms), doubled per quick failure up to 30 s.
+	RestartBackoff time.Duration
+	// StopGrace is how long a component gets to exit after SIGTERM
+	// (default 10 s: Chromium flushes its profile on SIGTERM).
+	StopGrace time.Duration
+}
+
+// StartOptions override the configured resolution and URL for one Start;
+// they apply to components that Start has to launch.
+type StartOptions struct {
+	Resolution *x11.Resolution `json:"resolution,omitempty"`
+	URL        string          `json:"url,omitempty"`
+}
+
+// Status is the stack's state, as printed by `deskd status`.
+type Status struct {
+	Status     string            `json:"status"` // stopped, starting, running, degraded
+	Display    string            `json:"display,omitempty"`
+	Resolution string            `json:"resolution,omitempty"`
+	Ports      map[string]int    `json:"ports"`
+	Pids       map[string]int    `json:"pids"`
+	URLs       map[string]string `json:"urls,omitempty"`
+	Browser    string            `json:"browser,omitempty"`
+	Restarts   map[string]int    `json:"restarts,omitempty"`
+	Error      string            `json:"error,omitempty"`
+}
+
+// Status values.
+const (
+	StatusStopped  = "stopped"
+	StatusStarting = "starting"
+	StatusRunning  = "running"
+	StatusDegraded = "degraded"
+)
+
+// Stack is the supervisor. Its methods are safe for concurrent use.
+type Stack struct {
+	cfg Config
+	sp  *proc.Spawner
+	log *slog.Logger
+
+	op sync.Mutex // serialises Start, Stop and restarts
+
+	mu       sync.Mutex // guards the fields below; never held while waiting on a child
+	want     bool
+	starting bool
+	res      x11.Resolution
+	url      string
+	xvfb     *x11.Xvfb
+	wm       *proc.Process
+	chrome   *cdp.Chromium
+	restarts map[string]int
+	fails    map[string]int // consecutive quick failures, for backoff
+	lastErr  string
+
+	poke   chan struct{} // a component exited
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// New returns an idle stack and starts its supervisor goroutine; Close
+// stops both.
+func New(cfg Config, sp *proc.Spawner) *Stack {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.ProfileDir == "" {
+		cfg.ProfileDir = filepath.Join(cfg.RunDir, "chromium-profile")
+	}
+	if cfg.CDPPort == 0 {
+		cfg.CDPPort = 9222
+	}
+	if cfg.RestartBackoff == 0 {
+		cfg.RestartBackoff = 500 * time.Millisecond
+	}
+	if cfg.StopGrace == 0 {
+		cfg.StopGrace = 10 * time.Second
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Stack{
+		cfg: cfg, sp: sp, log: cfg.Logger,
+		res: cfg.Resolution, url: cfg.URL,
+		restarts: map[string]int{}, fails: map[string]int{},
+		poke: make(chan struct{}, 1), ctx: ctx, cancel: cancel,
+	}
+	s.wg.Add(1)
+	go s.supervise()
+	return s
+}
+
+// Start brings up whatever part of the stack is not running and returns
+// the resulting status. It is idempotent.
+func (s *Stack) Start(ctx context.Context, o StartOptions) (Status, error) {
+	s.op.Lock()
+	defer s.op.Unlock()
+	s.mu.Lock()
+	s.want = true
+	clear(s.fails) // asked for explicitly: no backoff left from before
+	if o.Resolution != nil && s.xvfb == nil {
+		s.res = *o.Resolution
+	}
+	if o.URL != "" && s.chrome == nil {
+		s.url = o.URL
+	}
+	s.mu.Unlock()
+	err := s.ensure(ctx)
+	return s.Status(), err
+}
+
+// Stop stops Chromium (politely, so its profile is flushed), the window
+// manager and Xvfb. It is idempotent.
+func (s *Stack) Stop(ctx context.Context) Status {
+	s.op.Lock()
+	defer s.op.Unlock()
+	s.mu.Lock()
+	s.want = false
+	s.lastErr = ""
+	s.mu.Unlock()
+	s.stopFrom(ctx, Xvfb)
+	return s.Status()
+}
+
+// Close stops the stack and the supervisor.
+func (s *Stack) Close(ctx context.Context) {
+	s.Stop(ctx)
+	s.cancel()
+	s.wg.Wait()
+}
+
+// Running reports whether every component is up.
+func (s *Stack) Running() bool { return s.Status().Status == StatusRunning }
+
+// Status reports the stack's state without waiting for a start in progress.
+func (s *Stack) Status() Status {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := Status{
+		Ports:    map[string]int{"cdp": s.cfg.CDPPort},
+		Pids:     map[string]int{},
+		Restarts: map[string]int{},
+		Error:    s.lastErr,
+	}
+	for k, v := range s.restarts {
+		st.Restarts[k] = v
+	}
+	up, total := 0, 2
+	if s.xvfb != nil && !s.xvfb.Exited() {
+		up++
+		st.Display = s.xvfb.Display
+		st.Resolution = s.xvfb.Resolution.String()
+		st.Pids[Xvfb] = s.xvfb.Pid
+	}
+	if s.cfg.WMPath != "" {
+		total++
+		if s.wm != nil && !s.wm.Exited() {
+			up++
+			st.Pids[WM] = s.wm.Pid
+		}
+	}
+	if s.chrome != nil && !s.chrome.Exited() {
+		up++
+		st.Pids[Chromium] = s.chrome.Pid
+		st.Browser = s.chrome.Version.Browser
+	}
+	switch {
+	case !s.want && up == 0:
+		st.Status = StatusStopped
+	case s.want && up == total:
+		st.Status = StatusRunning
+	case s.starting:
+		st.Status = StatusStarting
+	default:
+		st.Status = StatusDegraded
+	}
+	return st
+}
+
+// ensure starts, in order, the components that are not running. Callers
+// hold s.op.
+func (s *Stack) ensure(ctx context.Context) error {
+	s.mu.Lock()
+	s.starting = true
+	xv, wm, ch := s.xvfb, s.wm, s.chrome
+	res, url := s.res, s.url
+	s.mu.Unlock()
+	// A component counts as restarted when an earlier instance existed,
+	// also when it is relaunched because the display under it was.
+	hadXvfb, hadWM, hadChrome := xv != nil, wm != nil, ch != nil
+	defer func() {
+		s.mu.Lock()
+		s.starting = false
+		s.mu.Unlock()
+	}()
+	fail := func(err error) error {
+		s.mu.Lock()
+		s.lastErr = err.Error()
+		s.mu.Unlock()
+		return err
+	}
+
+	if xv == nil || xv.Exited() {
+		if xv != nil {
+			// Clients of a dead display die with it; restart them cleanly.
+			s.stopFrom(ctx, WM)
+			wm, ch = nil, nil
+		}
+		if err := os.MkdirAll(s.logDir(), 0o755); err != nil {
+			return fail(fmt.Errorf("desktop: %w", err))
+		}
+		x, err := x11.StartXvfb(ctx, s.sp, x11.XvfbConfig{
+			Path: s.cfg.XvfbPath, Resolution: res, LogPath: s.logPath(Xvfb), Credential: s.cfg.Credential,
+		})
+		if err != nil {
+			return fail(err)
+		}
+		s.adopt(Xvfb, x.Process, func() { s.xvfb = x }, hadXvfb)
+		xv = x
+	}
+	if s.cfg.WMPath != "" && (wm == nil || wm.Exited()) {
+		home, err := s.home()
+		if err != nil {
+			return fail(err)
+		}
+		p, err := s.sp.Start(proc.Spec{
+			Name: WM, Path: s.cfg.WMPath, LogPath: s.logPath(WM), Credential: s.cfg.Credential,
+			Env: []string{"DISPLAY=" + xv.Display, "HOME=" + home, "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"},
+			Dir: home,
+		})
+		if err != nil {
+			return fail(err)
+		}
+		s.adopt(WM, p, func() { s.wm = p }, hadWM)
+	}
+	if ch == nil || ch.Exited() {
+		home, err := s.home()
+		if err != nil {
+			return fail(err)
+		}
+		c, err := cdp.StartChromium(ctx, s.sp, cdp.ChromiumConfig{
+			Path: s.cfg.ChromiumPath, Port: s.cfg.CDPPort, ProfileDir: s.cfg.ProfileDir, URL: url,
+			Display: xv.Display, Width: res.Width, Height: res.Height, NoSandbox: s.cfg.NoSandbox,
+			Credential: s.cfg.Credential, Home: home, LogPath: s.logPath(Chromium),
+		})
+		if err != nil {
+			return fail(err)
+		}
+		s.adopt(Chromium, c.Process, func() { s.chrome = c }, hadChrome)
+	}
+	s.mu.Lock()
+	s.lastErr = ""
+	s.mu.Unlock()
+	return nil
+}
+
+// adopt records a started component and watches for its exit.
+func (s *Stack) adopt(name string, p *proc.Process, set func(), restart bool) {
+	s.mu.Lock()
+	set()
+	if restart {
+		s.restarts[name]++
+	}
+	s.mu.Unlock()
+	s.log.Info("component started", "component", name, "pid", p.Pid, "restart", restart)
+	s.wg.Add(1)
+	go func() { // ends when the child exits; children are stopped by Close
+		defer s.wg.Done()
+		<-p.Done()
+		s.mu.Lock()
+		want := s.want
+		switch {
+		case !want:
+		case time.Since(p.Started) < 30*time.Second:
+			s.fails[name]++
+		default:
+			s.fails[name] = 0
+		}
+		s.mu.Unlock()
+		if want {
+			s.log.Warn("component exited", "component", name, "pid", p.Pid, "err", p.ExitError())
+		}
+		select {
+		case s.poke <- struct{}{}:
+		default:
+		}
+	}()
+}
+
+// stopFrom stops the named component and those started after it, newest
+// first: stopFrom(Xvfb) stops everything, stopFrom(WM) leaves Xvfb.
+func (s *Stack) stopFrom(ctx context.Context, from string) {
+	s.mu.Lock()
+	var ps []*proc.Process
+	if s.chrome != nil {
+		ps = append(ps, s.chrome.Process)
+		s.chrome = nil
+	}
+	if s.wm != nil {
+		ps = append(ps, s.wm)
+		s.wm = nil
+	}
+	if from == Xvfb && s.xvfb != nil {
+		ps = append(ps, s.xvfb.Process)
+		s.xvfb = nil
+	}
+	s.mu.Unlock()
+	for _, p := range ps {
+		if err := p.Stop(ctx, s.cfg.StopGrace); err != nil {
+			s.log.Error("stop component", "component", p.Name, "err", err)
+		} else {
+			s.log.Info("component stopped", "component", p.Name, "pid", p.Pid)
+		}
+	}
+}
+
+// supervise restarts components that died while the stack is wanted.
+func (s *Stack) supervise() {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-s.poke:
+		}
+		delay := s.backoff()
+		t := time.NewTimer(delay)
+		select {
+		case <-s.ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		s.op.Lock()
+		s.mu.Lock()
+		want := s.want
+		s.mu.Unlock()
+		if want && s.Status().Status != StatusRunning {
+			if err := s.ensure(s.ctx); err != nil && !errors.Is(err, context.Canceled) {
+				s.log.Error("restart failed", "err", err)
+				select { // try again after the next backoff
+				case s.poke <- struct{}{}:
+				default:
+				}
+			}
+		}
+		s.op.Unlock()
+	}
+}
+
+func (s *Stack) backoff() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, f := range s.fails {
+		n = max(n, f)
+	}
+	d := s.cfg.RestartBackoff
+	for i := 1; i < n && d < 30*time.Second; i++ {
+		d *= 2
+	}
+	return min(d, 30*time.Second)
+}
+
+func (s *Stack) logDir() string { return filepath.Join(s.cfg.RunDir, "logs") }
+
+func (s *Stack) logPath(name string) string { return filepath.Join(s.logDir(), name+".log") }
+
+// home is the GUI user's HOME, created and owned by that user.
+func (s *Stack) home() (string, error) {
+	h := filepath.Join(s.cfg.RunDir, "home")
+	if err := os.MkdirAll(h, 0o700); err != nil {
+		return "", fmt.Errorf("desktop: home: %w", err)
+	}
+	if c := s.cfg.Credential; c != nil {
+		if err := os.Chown(h, int(c.Uid), int(c.Gid)); err != nil {
+			return "", fmt.Errorf("desktop: home: %w", err)
+		}
+	}
+	return h, nil
+}
