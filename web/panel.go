@@ -1,0 +1,112 @@
+package web
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/cubepod/deskd/panel"
+)
+
+type claimsKey struct{}
+type prefixKey struct{}
+
+// ClaimsFrom returns the panel claims of a request that passed the check.
+func ClaimsFrom(ctx context.Context) (panel.Claims, bool) {
+	c, ok := ctx.Value(claimsKey{}).(panel.Claims)
+	return c, ok
+}
+
+func (s *Server) withClaims(next http.Handler, c panel.Claims) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), claimsKey{}, c)))
+	})
+}
+
+// withPanel enforces the panel token when a secret is configured: only
+// paths under a valid /panel/<token>/ are served, with the prefix
+// stripped; anything else gets 403 and nothing more. Without a secret
+// every request has full claims (deskd then listens on loopback only).
+func (s *Server) withPanel(next http.Handler) http.Handler {
+	if len(s.cfg.PanelSecret) == 0 {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			s.sessions.seen(clientKey(r), time.Now())
+			ctx := context.WithValue(r.Context(), claimsKey{}, panel.Claims{Scope: panel.ScopeFull})
+			next.ServeHTTP(w, r.WithContext(ctx))
+		})
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// EscapedPath keeps a token's bytes as sent; tokens are base64url,
+		// so a token needing escapes is not a token.
+		tok, rest, ok := panel.SplitPath(r.URL.EscapedPath())
+		if !ok {
+			forbid(w)
+			return
+		}
+		c, err := panel.Verify(s.cfg.PanelSecret, tok, time.Now())
+		if err == nil && s.cfg.SandboxID != "" && c.SID != s.cfg.SandboxID {
+			err = panel.ErrSignature
+		}
+		if err != nil {
+			s.log.Debug("panel token refused", "err", err, "remote", r.RemoteAddr)
+			forbid(w)
+			return
+		}
+		prefix := panel.Prefix + tok
+		if rest == "" { // relative URLs in the pages need the slash
+			u := *r.URL
+			u.Path, u.RawPath = prefix+"/", ""
+			http.Redirect(w, r, u.RequestURI(), http.StatusMovedPermanently)
+			return
+		}
+		s.sessions.seen(tokenKey(tok), time.Now())
+		r2 := r.Clone(context.WithValue(context.WithValue(r.Context(), claimsKey{}, c), prefixKey{}, prefix))
+		r2.URL.RawPath = ""
+		r2.URL.Path = unescapePath(rest)
+		r2.RequestURI = ""
+		next.ServeHTTP(w, r2)
+	})
+}
+
+func unescapePath(p string) string {
+	u, err := url.PathUnescape(p)
+	if err != nil {
+		return p
+	}
+	return u
+}
+
+func forbid(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusForbidden)
+	_, _ = w.Write([]byte("forbidden\n"))
+}
+
+// requireFull refuses requests whose token is view-only.
+func (s *Server) requireFull(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if c, ok := ClaimsFrom(r.Context()); !ok || c.ReadOnly() {
+			forbid(w)
+			return
+		}
+		h(w, r)
+	}
+}
+
+func tokenKey(tok string) string {
+	h := sha256.Sum256([]byte(tok))
+	return "t:" + hex.EncodeToString(h[:8])
+}
+
+func clientKey(r *http.Request) string {
+	host := r.RemoteAddr
+	if i := strings.LastIndexByte(host, ':'); i > 0 {
+		host = host[:i]
+	}
+	return "c:" + host
+}

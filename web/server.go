@@ -1,0 +1,200 @@
+// Package web is deskd's one HTTP port: embedded pages and assets, the
+// panel-token check, /healthz, /metrics and /api/desktop/*.
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/cubepod/deskd/desktop"
+	"github.com/cubepod/deskd/panel"
+)
+
+// Config configures a Server.
+type Config struct {
+	Stack  *desktop.Stack
+	Logger *slog.Logger
+	// PanelSecret, when set, makes the server accept only paths under a
+	// valid /panel/<token>/ and strip that prefix.
+	PanelSecret []byte
+	// SandboxID, when set, must equal a token's sid.
+	SandboxID string
+	// BaseURL is where the server is reached directly (e.g.
+	// http://127.0.0.1:8080); used for URLs in answers to requests that
+	// carry no usable Host, such as those on the control socket.
+	BaseURL string
+	// HTTPPort is reported in status.
+	HTTPPort int
+	// SessionIdle is how long a panel session counts as active after its
+	// last request (default 5 min).
+	SessionIdle time.Duration
+}
+
+// Server serves deskd's HTTP API and pages.
+type Server struct {
+	cfg      Config
+	log      *slog.Logger
+	metrics  *metrics
+	sessions *sessions
+	public   http.Handler // behind the panel check
+	control  http.Handler // for the local control socket: no panel check
+}
+
+// New builds a Server; it owns no goroutines.
+func New(cfg Config) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.SessionIdle == 0 {
+		cfg.SessionIdle = 5 * time.Minute
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, sessions: newSessions(cfg.SessionIdle)}
+	s.metrics = newMetrics(cfg.Stack, s.sessions)
+	mux := s.routes()
+	s.public = s.withPanel(mux)
+	s.control = s.withClaims(mux, panel.Claims{Scope: panel.ScopeFull})
+	return s
+}
+
+// Handler is the public handler, for the TCP listener.
+func (s *Server) Handler() http.Handler { return s.public }
+
+// ControlHandler is for the control socket in the run dir, reachable only
+// by local users the socket's permissions admit; it skips the panel check.
+func (s *Server) ControlHandler() http.Handler { return s.control }
+
+func (s *Server) routes() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, "ok")
+	})
+	mux.Handle("GET /metrics", s.metrics.handler())
+	mux.HandleFunc("POST /api/desktop/start", s.requireFull(s.apiStart))
+	mux.HandleFunc("GET /api/desktop/status", s.requireFull(s.apiStatus))
+	mux.HandleFunc("POST /api/desktop/stop", s.requireFull(s.apiStop))
+	mux.Handle("GET /", assetHandler(s.log))
+	return mux
+}
+
+// maxAPIBody bounds a start request's JSON body.
+const maxAPIBody = 4096
+
+func (s *Server) apiStart(w http.ResponseWriter, r *http.Request) {
+	var o desktop.StartOptions
+	if r.ContentLength != 0 {
+		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxAPIBody))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&o); err != nil && !errors.Is(err, io.EOF) {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "bad start request: " + err.Error()})
+			return
+		}
+	}
+	st, err := s.Activate(r.Context(), o)
+	code := http.StatusOK
+	if err != nil {
+		code = http.StatusServiceUnavailable
+	}
+	writeJSON(w, code, s.decorate(r, st))
+}
+
+func (s *Server) apiStatus(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.decorate(r, s.cfg.Stack.Status()))
+}
+
+func (s *Server) apiStop(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.decorate(r, s.cfg.Stack.Stop(r.Context())))
+}
+
+// Activate starts the desktop (idempotently) and counts the activation.
+// Viewers and agents that need the desktop call it on their first
+// connection.
+func (s *Server) Activate(ctx context.Context, o desktop.StartOptions) (desktop.Status, error) {
+	st, err := s.cfg.Stack.Start(ctx, o)
+	result := "ok"
+	if err != nil {
+		result = "error"
+		s.log.Error("desktop start failed", "err", err)
+	}
+	s.metrics.activations.WithLabelValues(result).Inc()
+	return st, err
+}
+
+// decorate adds what only the web layer knows: deskd's own pid and port
+// and the URLs of the desktop, terminal and CDP as the caller reaches them.
+func (s *Server) decorate(r *http.Request, st desktop.Status) desktop.Status {
+	st.Pids["deskd"] = os.Getpid()
+	st.Ports["http"] = s.cfg.HTTPPort
+	base := publicBase(r, s.cfg.BaseURL)
+	st.URLs = map[string]string{
+		"desktop":  base + "/vnc.html?autoconnect=true&resize=scale",
+		"terminal": base + "/terminal/",
+		"cdp":      base + "/cdp",
+	}
+	return st
+}
+
+// publicBase is the URL prefix under which the caller reached us: scheme
+// from X-Forwarded-Proto, host from X-Forwarded-Host or Host, prefix from
+// X-Forwarded-Prefix or the panel path.
+func publicBase(r *http.Request, fallback string) string {
+	host := firstValue(r.Header.Get("X-Forwarded-Host"))
+	if host == "" {
+		host = r.Host
+	}
+	if host == "" || strings.HasPrefix(r.RemoteAddr, "@") || r.RemoteAddr == "" {
+		if fallback != "" {
+			return strings.TrimRight(fallback, "/") + prefixOf(r)
+		}
+		host = "127.0.0.1"
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	if p := firstValue(r.Header.Get("X-Forwarded-Proto")); p == "https" || p == "http" {
+		scheme = p
+	}
+	return scheme + "://" + host + prefixOf(r)
+}
+
+func prefixOf(r *http.Request) string {
+	if p := firstValue(r.Header.Get("X-Forwarded-Prefix")); strings.HasPrefix(p, "/") {
+		return strings.TrimRight(p, "/")
+	}
+	if p, ok := r.Context().Value(prefixKey{}).(string); ok {
+		return p
+	}
+	return ""
+}
+
+func firstValue(h string) string {
+	v, _, _ := strings.Cut(h, ",")
+	return strings.TrimSpace(v)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+// ListenerPort returns the TCP port of l, or 0.
+func ListenerPort(l net.Listener) int {
+	if a, ok := l.Addr().(*net.TCPAddr); ok {
+		return a.Port
+	}
+	return 0
+}
