@@ -1,0 +1,64 @@
+# deskd: see README.md. `make help` lists the targets.
+SHELL := /bin/bash
+GO ?= go
+BIN := bin
+VENDOR := web/static/vendor
+NM := node_modules
+LISTEN ?= 127.0.0.1:8080
+RUN_DIR ?= /tmp/deskd-run
+TESTFLAGS ?= -race -count=1 -timeout 20m
+FUZZTIME ?= 10s
+
+.PHONY: help assets build run test check fmt vet fuzz bench clean
+
+help: ## list the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 12
+
+$(NM)/.package-lock.json: package.json package-lock.json
+	npm ci --ignore-scripts --no-audit --no-fund
+	@touch $@
+
+$(VENDOR)/novnc/core/rfb.js: $(NM)/.package-lock.json
+	rm -rf $(VENDOR)
+	mkdir -p $(VENDOR)/novnc $(VENDOR)/xterm/lib $(VENDOR)/xterm/css $(VENDOR)/xterm/addon-fit
+	cp -r $(NM)/@novnc/novnc/core $(NM)/@novnc/novnc/vendor $(NM)/@novnc/novnc/LICENSE.txt $(VENDOR)/novnc/
+	cp $(NM)/@xterm/xterm/lib/xterm.mjs $(NM)/@xterm/xterm/lib/xterm.mjs.map $(VENDOR)/xterm/lib/
+	cp $(NM)/@xterm/xterm/css/xterm.css $(VENDOR)/xterm/css/
+	cp $(NM)/@xterm/xterm/LICENSE $(VENDOR)/xterm/
+	cp $(NM)/@xterm/addon-fit/lib/addon-fit.mjs $(NM)/@xterm/addon-fit/lib/addon-fit.mjs.map $(NM)/@xterm/addon-fit/LICENSE $(VENDOR)/xterm/addon-fit/
+	@touch $@
+
+assets: $(VENDOR)/novnc/core/rfb.js ## fetch the pinned npm assets (npm ci) and stage them for go:embed
+
+build: assets ## build bin/deskd, bin/panelgw and bin/deskd-bench
+	$(GO) build -o $(BIN)/ ./cmd/...
+
+run: build ## start deskd on $(LISTEN) with the desktop, then follow its log
+	$(BIN)/deskd start --listen $(LISTEN) --run-dir $(RUN_DIR)
+	@echo "desktop: http://$(LISTEN)/vnc.html?autoconnect=true&resize=scale  terminal: http://$(LISTEN)/terminal/"
+	@echo "stop with: $(BIN)/deskd stop --daemon --run-dir $(RUN_DIR)"
+
+test: assets ## run every test (real Xvfb and Chromium) and the fuzz targets briefly
+	DESKD_REQUIRE_ALL=1 $(GO) test $(TESTFLAGS) ./...
+	$(MAKE) fuzz
+	$(GO) test -run '^$$' -bench . -benchtime 1x ./...
+
+fuzz: ## run each fuzz target for $(FUZZTIME)
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	    echo "fuzz $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; done
+
+fmt: ## fail if any file needs gofmt
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+vet: assets ## go vet
+	$(GO) vet ./...
+
+check: fmt vet test ## fmt + vet + test
+
+bench: build ## measure deskd against its peers; writes bench/results/latest.json
+	$(BIN)/deskd-bench -out bench/results/latest.json
+
+clean: ## remove built binaries and staged assets
+	rm -rf $(BIN) $(VENDOR)

@@ -1,0 +1,273 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cubepod/deskd/desktop"
+)
+
+// Exit codes of start, status and stop.
+const (
+	exitOK      = 0
+	exitFailed  = 1
+	exitStopped = 3 // status: not running (as LSB init scripts say)
+)
+
+// client talks to the daemon's control socket.
+type client struct {
+	http *http.Client
+}
+
+func newClient(runDir string) *client {
+	sock := filepath.Join(runDir, controlSock)
+	return &client{http: &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", sock)
+		},
+	}}}
+}
+
+// call sends method path to the daemon and decodes a status answer.
+func (c *client) call(ctx context.Context, method, path string, body any) (desktop.Status, int, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return desktop.Status{}, 0, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://deskd"+path, rd)
+	if err != nil {
+		return desktop.Status{}, 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return desktop.Status{}, 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return desktop.Status{}, resp.StatusCode, err
+	}
+	var st desktop.Status
+	if err := json.Unmarshal(b, &st); err != nil {
+		return desktop.Status{}, resp.StatusCode, fmt.Errorf("daemon answered %s: %q", resp.Status, b)
+	}
+	return st, resp.StatusCode, nil
+}
+
+// alive reports whether a daemon answers on the control socket.
+func (c *client) alive(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://deskd/healthz", nil)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+// print writes v as one line of JSON.
+func (m *Main) print(v any) {
+	enc := json.NewEncoder(m.Stdout)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+func (m *Main) fail(err error) int {
+	m.print(map[string]string{"status": "error", "error": err.Error()})
+	return exitFailed
+}
+
+func (m *Main) cliStart(ctx context.Context, cfg *Config) int {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	if err := os.MkdirAll(filepath.Join(cfg.RunDir, "logs"), 0o755); err != nil {
+		return m.fail(fmt.Errorf("run dir: %w", err))
+	}
+	// One start at a time: the first one may have to launch the daemon,
+	// and the others must find it rather than launch their own.
+	l, err := lock(ctx, filepath.Join(cfg.RunDir, cliLock))
+	if err != nil {
+		return m.fail(err)
+	}
+	defer l.Close()
+	c := newClient(cfg.RunDir)
+	if !c.alive(ctx) {
+		if err := spawnDaemon(ctx, cfg, c); err != nil {
+			return m.fail(err)
+		}
+	}
+	var o desktop.StartOptions
+	if cfg.set["resolution"] || os.Getenv(envName("resolution")) != "" {
+		r := cfg.Resolution
+		o.Resolution = &r
+	}
+	if cfg.set["url"] || os.Getenv(envName("url")) != "" {
+		o.URL = cfg.URL
+	}
+	st, _, err := c.call(ctx, http.MethodPost, "/api/desktop/start", o)
+	if err != nil {
+		return m.fail(err)
+	}
+	m.print(st)
+	if st.Status != desktop.StatusRunning {
+		return exitFailed
+	}
+	return exitOK
+}
+
+func (m *Main) cliStatus(ctx context.Context, cfg *Config) int {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	c := newClient(cfg.RunDir)
+	st, _, err := c.call(ctx, http.MethodGet, "/api/desktop/status", nil)
+	if err != nil {
+		if daemonAbsent(err) {
+			m.print(map[string]any{"status": desktop.StatusStopped, "daemon": "not running"})
+			return exitStopped
+		}
+		return m.fail(err)
+	}
+	m.print(st)
+	switch st.Status {
+	case desktop.StatusRunning:
+		return exitOK
+	case desktop.StatusStopped:
+		return exitStopped
+	}
+	return exitFailed
+}
+
+func (m *Main) cliStop(ctx context.Context, cfg *Config) int {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	l, err := lock(ctx, filepath.Join(cfg.RunDir, cliLock))
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			m.print(map[string]any{"status": desktop.StatusStopped, "daemon": "not running"})
+			return exitOK
+		}
+		return m.fail(err)
+	}
+	defer l.Close()
+	c := newClient(cfg.RunDir)
+	st, _, err := c.call(ctx, http.MethodPost, "/api/desktop/stop", nil)
+	if err != nil {
+		if daemonAbsent(err) {
+			m.print(map[string]any{"status": desktop.StatusStopped, "daemon": "not running"})
+			return exitOK
+		}
+		return m.fail(err)
+	}
+	if cfg.StopDaemon {
+		if err := stopDaemon(ctx, cfg.RunDir); err != nil {
+			return m.fail(err)
+		}
+		m.print(map[string]any{"status": st.Status, "daemon": "stopped"})
+	} else {
+		m.print(st)
+	}
+	if st.Status != desktop.StatusStopped {
+		return exitFailed
+	}
+	return exitOK
+}
+
+func daemonAbsent(err error) bool {
+	return errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ECONNREFUSED)
+}
+
+// spawnDaemon starts `deskd serve` detached (own session, output to
+// logs/deskd.log) and waits until its control socket answers.
+func spawnDaemon(ctx context.Context, cfg *Config, c *client) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find deskd binary: %w", err)
+	}
+	logPath := filepath.Join(cfg.RunDir, "logs", daemonLog)
+	out, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("daemon log: %w", err)
+	}
+	defer out.Close()
+	cmd := exec.Command(exe, cfg.serveArgs()...)
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.Env = append(os.Environ(), envName("panel-secret")+"="+cfg.PanelSecret)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start daemon: %w", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }() // reaps the daemon if it dies while we wait
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	backoff := 5 * time.Millisecond
+	for !c.alive(ctx) {
+		t := time.NewTimer(backoff)
+		select {
+		case err := <-exited:
+			t.Stop()
+			return fmt.Errorf("daemon exited at start (%v): %s", err, logTail(logPath, 5))
+		case <-ctx.Done():
+			t.Stop()
+			_ = cmd.Process.Kill()
+			return fmt.Errorf("daemon not ready: %w: %s", ctx.Err(), logTail(logPath, 5))
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 100*time.Millisecond)
+	}
+	return nil
+}
+
+// stopDaemon sends SIGTERM to the daemon and waits until it released the
+// run dir's lifetime lock.
+func stopDaemon(ctx context.Context, runDir string) error {
+	b, err := os.ReadFile(filepath.Join(runDir, pidFile))
+	if err != nil {
+		return fmt.Errorf("daemon pid: %w", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 1 {
+		return fmt.Errorf("daemon pid file holds %q", b)
+	}
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("signal daemon: %w", err)
+	}
+	f, err := lock(ctx, filepath.Join(runDir, daemonLock))
+	if err != nil {
+		return fmt.Errorf("daemon did not exit: %w", err)
+	}
+	return f.Close()
+}
+
+func logTail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}

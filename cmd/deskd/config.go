@@ -1,0 +1,207 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/cubepod/deskd/x11"
+)
+
+// Config is what the flags say.
+type Config struct {
+	Listen      string
+	RunDir      string
+	Resolution  x11.Resolution
+	URL         string
+	Xvfb        string
+	WM          string
+	Chromium    string
+	CDPPort     int
+	ProfileDir  string
+	User        string
+	NoSandbox   bool
+	PanelSecret string
+	SandboxID   string
+	LogLevel    string
+	LogFormat   string
+	StopDaemon  bool // stop --daemon
+	set         map[string]bool
+}
+
+var errHelp = errors.New("help")
+
+// ParseFlags parses a subcommand's flags; each flag falls back to the
+// environment variable DESKD_<NAME> (dashes as underscores).
+func ParseFlags(cmd string, args []string, stderr io.Writer) (*Config, error) {
+	fs := flag.NewFlagSet("deskd "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	c := &Config{}
+	str := func(p *string, name, def, help string) {
+		fs.StringVar(p, name, env(name, def), help+" (env "+envName(name)+")")
+	}
+	str(&c.Listen, "listen", "127.0.0.1:8080", "HTTP address; non-loopback only with --panel-secret")
+	str(&c.RunDir, "run-dir", "/run/cubepod/desktop", "pid files, locks, control socket, logs")
+	c.Resolution = x11.Resolution{Width: 1280, Height: 800, Depth: 24}
+	if v := os.Getenv(envName("resolution")); v != "" {
+		if err := c.Resolution.Set(v); err != nil {
+			return nil, fmt.Errorf("%s: %w", envName("resolution"), err)
+		}
+	}
+	fs.Var(&c.Resolution, "resolution", "screen WIDTHxHEIGHTxDEPTH (env DESKD_RESOLUTION)")
+	str(&c.URL, "url", "about:blank", "first page Chromium opens")
+	str(&c.Xvfb, "xvfb", "Xvfb", "Xvfb binary")
+	str(&c.WM, "wm", "auto", `window manager binary, "auto" (openbox if installed) or "none"`)
+	str(&c.Chromium, "chromium", "auto", `Chromium binary or "auto"`)
+	port := env("cdp-port", "9222")
+	cdpPort, err := strconv.Atoi(port)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %q is not a port", envName("cdp-port"), port)
+	}
+	fs.IntVar(&c.CDPPort, "cdp-port", cdpPort, "Chromium remote debugging port on 127.0.0.1 (env DESKD_CDP_PORT)")
+	str(&c.ProfileDir, "profile-dir", "", "Chromium profile (default RUN_DIR/chromium-profile)")
+	str(&c.User, "user", "", "run the GUI as USER or UID:GID (default: deskd's own user)")
+	nosb := env("no-sandbox", "false")
+	fs.BoolVar(&c.NoSandbox, "no-sandbox", nosb == "1" || nosb == "true", "pass --no-sandbox to Chromium (always done as root) (env DESKD_NO_SANDBOX)")
+	str(&c.PanelSecret, "panel-secret", "", "HMAC secret: serve only under valid /panel/<token>/")
+	str(&c.SandboxID, "sandbox-id", "", "when set, a panel token's sid must equal it")
+	str(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
+	str(&c.LogFormat, "log-format", "text", "text or json")
+	if cmd == "stop" {
+		fs.BoolVar(&c.StopDaemon, "daemon", false, "also stop the daemon")
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, errHelp
+		}
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	c.set = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { c.set[f.Name] = true })
+	return c, c.validate()
+}
+
+func envName(flagName string) string {
+	return "DESKD_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+func env(flagName, def string) string {
+	if v, ok := os.LookupEnv(envName(flagName)); ok {
+		return v
+	}
+	return def
+}
+
+func (c *Config) validate() error {
+	if c.RunDir == "" {
+		return errors.New("--run-dir is empty")
+	}
+	if c.CDPPort <= 0 || c.CDPPort > 65535 {
+		return fmt.Errorf("--cdp-port %d out of range", c.CDPPort)
+	}
+	host, _, err := net.SplitHostPort(c.Listen)
+	if err != nil {
+		return fmt.Errorf("--listen %q: %w", c.Listen, err)
+	}
+	if c.PanelSecret == "" && !isLoopback(host) {
+		return fmt.Errorf("--listen %q: without --panel-secret deskd listens on loopback only", c.Listen)
+	}
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		return fmt.Errorf("--log-format %q: want text or json", c.LogFormat)
+	}
+	return nil
+}
+
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// credential resolves --user to a uid/gid; nil means "stay as we are".
+func (c *Config) credential() (*syscall.Credential, error) {
+	if c.User == "" {
+		return nil, nil
+	}
+	uid, gid, err := lookupUser(c.User)
+	if err != nil {
+		return nil, err
+	}
+	if uid == uint32(os.Geteuid()) && gid == uint32(os.Getegid()) {
+		return nil, nil
+	}
+	return &syscall.Credential{Uid: uid, Gid: gid, Groups: []uint32{}}, nil
+}
+
+func lookupUser(s string) (uid, gid uint32, err error) {
+	if u, g, ok := strings.Cut(s, ":"); ok {
+		ui, err1 := strconv.ParseUint(u, 10, 32)
+		gi, err2 := strconv.ParseUint(g, 10, 32)
+		if err1 != nil || err2 != nil {
+			return 0, 0, fmt.Errorf("--user %q: want NAME or UID:GID", s)
+		}
+		return uint32(ui), uint32(gi), nil
+	}
+	u, err := user.Lookup(s)
+	if err != nil {
+		return 0, 0, fmt.Errorf("--user: %w", err)
+	}
+	ui, _ := strconv.ParseUint(u.Uid, 10, 32)
+	gi, _ := strconv.ParseUint(u.Gid, 10, 32)
+	return uint32(ui), uint32(gi), nil
+}
+
+// chromiumPath resolves --chromium auto to an installed browser.
+func (c *Config) chromiumPath() string {
+	if c.Chromium != "auto" {
+		return c.Chromium
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome-stable", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return "chromium"
+}
+
+// wmPath resolves --wm; empty means none.
+func (c *Config) wmPath() string {
+	switch c.WM {
+	case "none", "":
+		return ""
+	case "auto":
+		if p, err := exec.LookPath("openbox"); err == nil {
+			return p
+		}
+		return ""
+	}
+	return c.WM
+}
+
+// serveArgs is the command line that makes a daemon with this config;
+// the panel secret travels in the environment, not in argv.
+func (c *Config) serveArgs() []string {
+	args := []string{"serve",
+		"--listen=" + c.Listen, "--run-dir=" + c.RunDir, "--resolution=" + c.Resolution.String(),
+		"--url=" + c.URL, "--xvfb=" + c.Xvfb, "--wm=" + c.WM, "--chromium=" + c.Chromium,
+		"--cdp-port=" + strconv.Itoa(c.CDPPort), "--profile-dir=" + c.ProfileDir, "--user=" + c.User,
+		"--no-sandbox=" + strconv.FormatBool(c.NoSandbox), "--sandbox-id=" + c.SandboxID,
+		"--log-level=" + c.LogLevel, "--log-format=" + c.LogFormat,
+	}
+	return args
+}

@@ -1,0 +1,76 @@
+// Command deskd serves a sandbox's desktop (RFB over WebSocket), terminal
+// and Chromium DevTools on one HTTP port, and supervises the GUI stack.
+//
+//	deskd serve  [flags]   run the daemon (idle until asked for the desktop)
+//	deskd start  [flags]   start the daemon if needed, then the desktop
+//	deskd status [flags]   print the stack's state
+//	deskd stop   [flags]   stop the desktop (--daemon: the daemon too)
+//
+// start, status and stop print one line of JSON and exit 0 when the
+// result is what was asked for. Every flag has a DESKD_* env fallback.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	m := NewMain(os.Stdout, os.Stderr)
+	code := m.Run(ctx, os.Args[1:])
+	stop()
+	os.Exit(code)
+}
+
+// Main is the program, separate from process globals so tests can run it.
+type Main struct {
+	Stdout, Stderr io.Writer
+}
+
+// NewMain returns a Main writing to the given streams.
+func NewMain(stdout, stderr io.Writer) *Main { return &Main{Stdout: stdout, Stderr: stderr} }
+
+const usage = `usage: deskd serve|start|status|stop [flags]  (deskd CMD -h lists the flags)`
+
+// Run runs one subcommand and returns the exit code.
+func (m *Main) Run(ctx context.Context, args []string) int {
+	if len(args) == 0 {
+		fmt.Fprintln(m.Stderr, usage)
+		return 2
+	}
+	cfg, err := ParseFlags(args[0], args[1:], m.Stderr)
+	if err != nil {
+		if err == errHelp {
+			return 0
+		}
+		fmt.Fprintln(m.Stderr, "deskd:", err)
+		return 2
+	}
+	switch args[0] {
+	case "serve":
+		d, err := NewDaemon(cfg, m.Stderr)
+		if err != nil {
+			fmt.Fprintln(m.Stderr, "deskd:", err)
+			return 1
+		}
+		if err := d.Run(ctx); err != nil {
+			fmt.Fprintln(m.Stderr, "deskd:", err)
+			return 1
+		}
+		return 0
+	case "start":
+		return m.cliStart(ctx, cfg)
+	case "status":
+		return m.cliStatus(ctx, cfg)
+	case "stop":
+		return m.cliStop(ctx, cfg)
+	}
+	fmt.Fprintln(m.Stderr, usage)
+	return 2
+}

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/cubepod/deskd/desktop"
+	"github.com/cubepod/deskd/proc"
+	"github.com/cubepod/deskd/web"
+)
+
+// Files in the run dir.
+const (
+	pidFile     = "deskd.pid"
+	daemonLock  = "deskd.lock" // held for the daemon's lifetime
+	cliLock     = "cli.lock"   // serialises start/stop commands
+	controlSock = "control.sock"
+	daemonLog   = "deskd.log" // under logs/
+)
+
+// Daemon is `deskd serve`: the HTTP port, the control socket and the stack.
+type Daemon struct {
+	cfg   *Config
+	log   *slog.Logger
+	lock  *os.File
+	tcp   net.Listener
+	unix  net.Listener
+	sp    *proc.Spawner
+	stack *desktop.Stack
+	web   *web.Server
+}
+
+// NewDaemon takes the run dir's lifetime lock and opens the listeners, so
+// an error here means nothing is served.
+func NewDaemon(cfg *Config, stderr io.Writer) (*Daemon, error) {
+	d := &Daemon{cfg: cfg, log: newLogger(cfg, stderr)}
+	ok := false
+	defer func() {
+		if !ok {
+			d.closeListeners()
+		}
+	}()
+	cred, err := cfg.credential()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Join(cfg.RunDir, "logs"), 0o755); err != nil {
+		return nil, fmt.Errorf("run dir: %w", err)
+	}
+	if d.lock, err = tryLock(filepath.Join(cfg.RunDir, daemonLock)); err != nil {
+		return nil, fmt.Errorf("another deskd serves %s: %w", cfg.RunDir, err)
+	}
+	if d.tcp, err = net.Listen("tcp", cfg.Listen); err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	sock := filepath.Join(cfg.RunDir, controlSock)
+	_ = os.Remove(sock) // stale: we hold the lifetime lock
+	if d.unix, err = net.Listen("unix", sock); err != nil {
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	if err := os.Chmod(sock, 0o600); err != nil {
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(cfg.RunDir, pidFile), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+		return nil, fmt.Errorf("pid file: %w", err)
+	}
+	d.sp = proc.NewSpawner()
+	d.stack = desktop.New(desktop.Config{
+		RunDir: cfg.RunDir, ProfileDir: cfg.ProfileDir, Resolution: cfg.Resolution, URL: cfg.URL,
+		XvfbPath: cfg.Xvfb, WMPath: cfg.wmPath(), ChromiumPath: cfg.chromiumPath(), CDPPort: cfg.CDPPort,
+		NoSandbox: cfg.NoSandbox, Credential: cred, Logger: d.log.With("part", "desktop"),
+	}, d.sp)
+	port := web.ListenerPort(d.tcp)
+	d.web = web.New(web.Config{
+		Stack: d.stack, Logger: d.log.With("part", "web"), PanelSecret: []byte(cfg.PanelSecret),
+		SandboxID: cfg.SandboxID, HTTPPort: port, BaseURL: "http://" + d.tcp.Addr().String(),
+	})
+	ok = true
+	return d, nil
+}
+
+func newLogger(cfg *Config, w io.Writer) *slog.Logger {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
+		lvl = slog.LevelInfo
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// Addr is the HTTP listener's address.
+func (d *Daemon) Addr() net.Addr { return d.tcp.Addr() }
+
+// Run serves until ctx ends, then shuts down: HTTP first, then the stack
+// (Chromium gets SIGTERM so its profile is flushed), then the spawner.
+func (d *Daemon) Run(ctx context.Context) error {
+	d.log.Info("deskd serving", "addr", d.tcp.Addr().String(), "run_dir", d.cfg.RunDir,
+		"panel", d.cfg.PanelSecret != "", "pid", os.Getpid())
+	servers := []*http.Server{
+		{Handler: d.web.Handler(), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10,
+			ErrorLog: slog.NewLogLogger(d.log.Handler(), slog.LevelWarn)},
+		{Handler: d.web.ControlHandler(), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10,
+			ErrorLog: slog.NewLogLogger(d.log.Handler(), slog.LevelWarn)},
+	}
+	listeners := []net.Listener{d.tcp, d.unix}
+	errc := make(chan error, len(servers))
+	var wg sync.WaitGroup
+	for i, srv := range servers {
+		wg.Add(1)
+		go func() { // ends when srv is shut down below
+			defer wg.Done()
+			if err := srv.Serve(listeners[i]); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- err
+			}
+		}()
+	}
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-errc:
+	}
+	d.log.Info("deskd shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, srv := range servers {
+		if err := srv.Shutdown(sctx); err != nil {
+			d.log.Warn("http shutdown", "err", err)
+			srv.Close()
+		}
+	}
+	wg.Wait()
+	d.stack.Close(sctx)
+	d.sp.Close()
+	_ = os.Remove(filepath.Join(d.cfg.RunDir, controlSock))
+	_ = os.Remove(filepath.Join(d.cfg.RunDir, pidFile))
+	d.lock.Close()
+	d.log.Info("deskd stopped")
+	return runErr
+}
+
+func (d *Daemon) closeListeners() {
+	if d.tcp != nil {
+		d.tcp.Close()
+	}
+	if d.unix != nil {
+		d.unix.Close()
+	}
+	if d.lock != nil {
+		d.lock.Close()
+	}
+}
