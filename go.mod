@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/jezek/xgb v1.1.1
 	github.com/prometheus/client_golang v1.25.0
+	go.uber.org/goleak v1.3.0
 )
 
 require (

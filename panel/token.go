@@ -25,6 +25,9 @@ import (
 // around 150 bytes; anything near this bound is garbage.
 const MaxTokenLen = 2048
 
+// MaxSIDLen bounds a sandbox id.
+const MaxSIDLen = 256
+
 // Scope says what a token may do.
 type Scope string
 
@@ -83,6 +86,9 @@ func Mint(secret []byte, c Claims) (string, error) {
 	if c.Port < 0 || c.Port > 65535 {
 		return "", fmt.Errorf("panel: port %d out of range", c.Port)
 	}
+	if len(c.SID) > MaxSIDLen {
+		return "", fmt.Errorf("panel: sid longer than %d bytes", MaxSIDLen)
+	}
 	js, err := json.Marshal(c)
 	if err != nil {
 		return "", fmt.Errorf("panel: encode claims: %w", err)
@@ -127,6 +133,12 @@ func Verify(secret []byte, tok string, now time.Time) (Claims, error) {
 	}
 	if c.Scope, err = ParseScope(string(c.Scope)); err != nil {
 		return Claims{}, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if c.Port < 0 || c.Port > 65535 {
+		return Claims{}, fmt.Errorf("%w: port %d out of range", ErrMalformed, c.Port)
+	}
+	if len(c.SID) > MaxSIDLen {
+		return Claims{}, fmt.Errorf("%w: sid longer than %d bytes", ErrMalformed, MaxSIDLen)
 	}
 	if c.Exp == 0 || !now.Before(c.ExpiresAt()) {
 		return Claims{}, ErrExpired

@@ -82,6 +82,16 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("POST /api/desktop/start", s.requireFull(s.apiStart))
 	mux.HandleFunc("GET /api/desktop/status", s.requireFull(s.apiStatus))
 	mux.HandleFunc("POST /api/desktop/stop", s.requireFull(s.apiStop))
+	// A GET of another /api/ path gets an API answer, not the file server's.
+	mux.HandleFunc("GET /api/", func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/api/desktop/start", "/api/desktop/stop":
+			w.Header().Set("Allow", http.MethodPost)
+			writeJSON(w, http.StatusMethodNotAllowed, map[string]string{"error": "use POST"})
+		default:
+			writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such API: " + r.URL.Path})
+		}
+	})
 	mux.Handle("GET /", assetHandler(s.log))
 	return mux
 }

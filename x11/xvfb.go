@@ -96,8 +96,14 @@ func StartXvfb(ctx context.Context, sp *proc.Spawner, cfg XvfbConfig) (*Xvfb, er
 	}
 	n, err := strconv.Atoi(strings.TrimSpace(l.s))
 	if err != nil || n < 0 {
-		if p.Exited() {
+		// The pipe closing usually means the child is exiting: prefer
+		// its exit status and output over "no number".
+		t := time.NewTimer(2 * time.Second)
+		defer t.Stop()
+		select {
+		case <-p.Done():
 			return fail(p.ExitError())
+		case <-t.C:
 		}
 		return fail(fmt.Errorf("xvfb: bad display number %q (%v); output: %q", l.s, l.err, p.Tail()))
 	}

@@ -1,0 +1,132 @@
+package cdp
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cubepod/deskd/internal/testenv"
+	"github.com/cubepod/deskd/proc"
+	"github.com/cubepod/deskd/x11"
+)
+
+func TestFlags(t *testing.T) {
+	f := Flags(ChromiumConfig{ProfileDir: "/p", Port: 9333, Width: 800, Height: 600, NoSandbox: true, URL: "http://x/"})
+	for _, want := range []string{
+		"--user-data-dir=/p", "--remote-debugging-port=9333", "--remote-debugging-address=127.0.0.1",
+		"--disable-background-networking", "--disable-component-update", "--no-first-run",
+		"--disable-dev-shm-usage", "--use-angle=swiftshader", "--enable-unsafe-swiftshader",
+		"--window-size=800,600", "--no-sandbox",
+	} {
+		if !slices.Contains(f, want) {
+			t.Errorf("flags lack %s: %q", want, f)
+		}
+	}
+	if f[len(f)-1] != "http://x/" {
+		t.Errorf("URL must come last: %q", f)
+	}
+	if slices.Contains(Flags(ChromiumConfig{ProfileDir: "/p"}), "--no-sandbox") {
+		t.Error("--no-sandbox without being asked")
+	}
+	if got := Flags(ChromiumConfig{ProfileDir: "/p"}); got[len(got)-1] != "about:blank" {
+		t.Errorf("default URL %q", got[len(got)-1])
+	}
+}
+
+// TestStaleSingletonFromOtherHost: a profile copied from another machine
+// (or left by a container with another hostname) carries Singleton*
+// links that make Chromium refuse to start; they must be cleaned.
+func TestStaleSingletonFromOtherHost(t *testing.T) {
+	chromium := testenv.Chromium(t)
+	xvfb := testenv.LookPath(t, "Xvfb")
+	sp := proc.NewSpawner()
+	defer sp.Close()
+	x, err := x11.StartXvfb(t.Context(), sp, x11.XvfbConfig{Path: xvfb, Resolution: x11.Resolution{Width: 1024, Height: 768, Depth: 24}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Stop(context.Background(), 5*time.Second)
+
+	root := testenv.TempDir(t)
+	profile := filepath.Join(root, "profile")
+	os.MkdirAll(profile, 0o700)
+	for name, target := range map[string]string{
+		"SingletonLock":   "some-other-host-4242",
+		"SingletonCookie": "1234567890",
+		"SingletonSocket": "/tmp/.org.chromium.Chromium.gone/SingletonSocket",
+	} {
+		if err := os.Symlink(target, filepath.Join(profile, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var cred *syscall.Credential
+	if os.Geteuid() == 0 { // as in the image: the GUI runs as 1000:1000
+		cred = &syscall.Credential{Uid: 1000, Gid: 1000, Groups: []uint32{}}
+	}
+	port := freePort(t)
+	c, err := StartChromium(t.Context(), sp, ChromiumConfig{
+		Path: chromium, Port: port, ProfileDir: profile, Display: x.Display, Width: 1024, Height: 768,
+		Credential: cred, NoSandbox: true, LogPath: filepath.Join(root, "chromium.log"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop(context.Background(), 10*time.Second)
+	if !strings.HasPrefix(c.Version.Browser, "Chrome/") {
+		t.Fatalf("version %+v", c.Version)
+	}
+	link, err := os.Readlink(filepath.Join(profile, "SingletonLock"))
+	host, _ := os.Hostname()
+	if err != nil || link != fmt.Sprintf("%s-%d", host, c.Pid) {
+		t.Fatalf("SingletonLock -> %q (%v); want this Chromium's %s-%d", link, err, host, c.Pid)
+	}
+	if pids := ProfilePids(profile); !slices.Equal(pids, []int{c.Pid}) {
+		t.Fatalf("ProfilePids = %v, want [%d]", pids, c.Pid)
+	}
+	if cred != nil {
+		if uid := procUID(t, c.Pid); uid != "1000" {
+			t.Fatalf("chromium runs as uid %s, want 1000", uid)
+		}
+	}
+	// Polite stop: Chromium exits on SIGTERM by itself, flushing the profile.
+	if err := c.Stop(t.Context(), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if st, ok := c.Err().(interface{ ExitCode() int }); ok && st.ExitCode() == -1 {
+		t.Fatalf("chromium had to be killed: %v", c.Err())
+	}
+	if _, err := os.Stat(filepath.Join(profile, "Default", "Preferences")); err != nil {
+		t.Fatalf("profile not flushed: %v", err)
+	}
+}
+
+func procUID(t *testing.T, pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) > 1 && f[0] == "Uid:" {
+			return f[1]
+		}
+	}
+	return ""
+}
+
+func TestPortTaken(t *testing.T) {
+	port := freePort(t)
+	l := listen(t, port)
+	defer l.Close()
+	sp := proc.NewSpawner()
+	defer sp.Close()
+	_, err := StartChromium(t.Context(), sp, ChromiumConfig{Path: "/bin/true", Port: port, ProfileDir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "taken") {
+		t.Fatalf("err = %v", err)
+	}
+}

@@ -1,0 +1,208 @@
+package desktop
+
+import (
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cubepod/deskd/internal/testenv"
+	"github.com/cubepod/deskd/proc"
+	"github.com/cubepod/deskd/x11"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func newStack(t *testing.T, mod func(*Config)) *Stack {
+	t.Helper()
+	cfg := Config{
+		RunDir:       testenv.TempDir(t),
+		Resolution:   x11.Resolution{Width: 1024, Height: 768, Depth: 24},
+		XvfbPath:     testenv.LookPath(t, "Xvfb"),
+		ChromiumPath: testenv.Chromium(t),
+		CDPPort:      freePort(t),
+		NoSandbox:    true,
+		StopGrace:    10 * time.Second,
+	}
+	if wm, err := exec.LookPath("openbox"); err == nil {
+		cfg.WMPath = wm
+	}
+	if os.Geteuid() == 0 {
+		cfg.Credential = &syscall.Credential{Uid: 1000, Gid: 1000, Groups: []uint32{}}
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	sp := proc.NewSpawner()
+	s := New(cfg, sp)
+	t.Cleanup(func() { s.Close(context.Background()); sp.Close() })
+	return s
+}
+
+func freePort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	return len(f) > 0 && f[0] != "Z"
+}
+
+// TestLifecycle: idle until asked; start; kill -9 Chromium and start
+// again: only Chromium is new; stop leaves nothing running.
+func TestLifecycle(t *testing.T) {
+	s := newStack(t, func(c *Config) { c.RestartBackoff = time.Hour }) // only Start restarts here
+	if st := s.Status(); st.Status != StatusStopped || len(st.Pids) != 0 {
+		t.Fatalf("idle stack: %+v", st)
+	}
+	st, err := s.Start(t.Context(), StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Status != StatusRunning || st.Pids[Xvfb] == 0 || st.Pids[Chromium] == 0 || st.Display == "" || st.Resolution != "1024x768x24" {
+		t.Fatalf("after start: %+v", st)
+	}
+	if s.cfg.WMPath != "" && st.Pids[WM] == 0 {
+		t.Fatalf("window manager not started: %+v", st)
+	}
+	again, err := s.Start(t.Context(), StartOptions{})
+	if err != nil || !samePids(again.Pids, st.Pids) {
+		t.Fatalf("second start changed the stack: %+v -> %+v (%v)", st.Pids, again.Pids, err)
+	}
+
+	if err := syscall.Kill(st.Pids[Chromium], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return s.Status().Status == StatusDegraded })
+	after, err := s.Start(t.Context(), StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Pids[Chromium] == st.Pids[Chromium] || after.Pids[Xvfb] != st.Pids[Xvfb] || after.Pids[WM] != st.Pids[WM] {
+		t.Fatalf("restart touched more than Chromium: %v -> %v", st.Pids, after.Pids)
+	}
+	if after.Restarts[Chromium] != 1 || after.Restarts[Xvfb] != 0 {
+		t.Fatalf("restarts %v", after.Restarts)
+	}
+
+	stopped := s.Stop(t.Context())
+	if stopped.Status != StatusStopped || len(stopped.Pids) != 0 {
+		t.Fatalf("after stop: %+v", stopped)
+	}
+	for name, pid := range after.Pids {
+		if alive(pid) {
+			t.Errorf("%s (pid %d) still alive after Stop", name, pid)
+		}
+	}
+}
+
+func TestConcurrentStartsOneStack(t *testing.T) {
+	s := newStack(t, nil)
+	var wg sync.WaitGroup
+	sts := make([]Status, 10)
+	errs := make([]error, 10)
+	for i := range sts {
+		wg.Go(func() { sts[i], errs[i] = s.Start(t.Context(), StartOptions{}) })
+	}
+	wg.Wait()
+	for i := range sts {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		if sts[i].Status != StatusRunning || !samePids(sts[i].Pids, sts[0].Pids) {
+			t.Fatalf("start %d saw %+v, start 0 saw %+v", i, sts[i], sts[0])
+		}
+	}
+}
+
+// TestSupervisorRestarts: without any Start call, a dead Chromium comes
+// back alone, and a dead Xvfb brings its clients back with it.
+func TestSupervisorRestarts(t *testing.T) {
+	s := newStack(t, func(c *Config) { c.RestartBackoff = 50 * time.Millisecond })
+	st, err := s.Start(t.Context(), StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	syscall.Kill(st.Pids[Chromium], syscall.SIGKILL)
+	var now Status
+	waitFor(t, func() bool {
+		now = s.Status()
+		return now.Status == StatusRunning && now.Pids[Chromium] != st.Pids[Chromium]
+	})
+	if now.Pids[Xvfb] != st.Pids[Xvfb] {
+		t.Fatalf("Xvfb restarted for a Chromium death: %v -> %v", st.Pids, now.Pids)
+	}
+	syscall.Kill(now.Pids[Xvfb], syscall.SIGKILL)
+	waitFor(t, func() bool {
+		n := s.Status()
+		return n.Status == StatusRunning && n.Pids[Xvfb] != now.Pids[Xvfb] && n.Pids[Chromium] != now.Pids[Chromium]
+	})
+}
+
+func TestStartFailureIsReported(t *testing.T) {
+	s := newStack(t, func(c *Config) { c.ChromiumPath = "/bin/false"; c.RestartBackoff = time.Hour })
+	st, err := s.Start(t.Context(), StartOptions{})
+	if err == nil || !strings.Contains(err.Error(), "chromium") || !strings.Contains(err.Error(), "exit status 1") {
+		t.Fatalf("err = %v", err)
+	}
+	if st.Status != StatusDegraded || st.Error == "" || st.Pids[Xvfb] == 0 {
+		t.Fatalf("status after a failed start: %+v", st)
+	}
+}
+
+func TestStartOptions(t *testing.T) {
+	s := newStack(t, nil)
+	r := x11.Resolution{Width: 800, Height: 600, Depth: 24}
+	st, err := s.Start(t.Context(), StartOptions{Resolution: &r, URL: "data:text/html,hello"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Resolution != "800x600x24" {
+		t.Fatalf("resolution %q", st.Resolution)
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(st.Pids[Chromium]) + "/cmdline")
+	if err != nil || !strings.Contains(string(b), "data:text/html,hello") || !strings.Contains(string(b), "--window-size=800,600") {
+		t.Fatalf("chromium cmdline %q (%v)", b, err)
+	}
+}
+
+func samePids(a, b map[string]int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// waitFor polls cond (state changes in other processes have no event to
+// wait on) for up to 30 s.
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached in 30 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
