@@ -188,7 +188,7 @@ func (s *Stack) Status() Status {
 		st.Restarts[k] = v
 	}
 	up, total := 0, 2
-	if s.xvfb != nil && !s.xvfb.Exited() {
+	if s.xvfb != nil && s.xvfb.Alive() {
 		up++
 		st.Display = s.xvfb.Display
 		st.Resolution = s.xvfb.Resolution.String()
@@ -196,12 +196,12 @@ func (s *Stack) Status() Status {
 	}
 	if s.cfg.WMPath != "" {
 		total++
-		if s.wm != nil && !s.wm.Exited() {
+		if s.wm != nil && s.wm.Alive() {
 			up++
 			st.Pids[WM] = s.wm.Pid
 		}
 	}
-	if s.chrome != nil && !s.chrome.Exited() {
+	if s.chrome != nil && s.chrome.Alive() {
 		up++
 		st.Pids[Chromium] = s.chrome.Pid
 		st.Browser = s.chrome.Version.Browser
@@ -242,7 +242,12 @@ func (s *Stack) ensure(ctx context.Context) error {
 		return err
 	}
 
-	if xv == nil || xv.Exited() {
+	if ch != nil && ch.Alive() && !s.chromiumAnswers(ctx, ch) {
+		// Running but deaf: a hung browser is as good as dead.
+		s.log.Warn("chromium does not answer; restarting it", "pid", ch.Pid)
+		_ = ch.Stop(ctx, 2*time.Second)
+	}
+	if xv == nil || !s.settled(xv.Process) {
 		if xv != nil {
 			// Clients of a dead display die with it; restart them cleanly.
 			s.stopFrom(ctx, WM)
@@ -260,7 +265,7 @@ func (s *Stack) ensure(ctx context.Context) error {
 		s.adopt(Xvfb, x.Process, func() { s.xvfb = x }, hadXvfb)
 		xv = x
 	}
-	if s.cfg.WMPath != "" && (wm == nil || wm.Exited()) {
+	if s.cfg.WMPath != "" && (wm == nil || !s.settled(wm)) {
 		home, err := s.home()
 		if err != nil {
 			return fail(err)
@@ -275,7 +280,7 @@ func (s *Stack) ensure(ctx context.Context) error {
 		}
 		s.adopt(WM, p, func() { s.wm = p }, hadWM)
 	}
-	if ch == nil || ch.Exited() {
+	if ch == nil || !s.settled(ch.Process) {
 		home, err := s.home()
 		if err != nil {
 			return fail(err)
@@ -294,6 +299,27 @@ func (s *Stack) ensure(ctx context.Context) error {
 	s.lastErr = ""
 	s.mu.Unlock()
 	return nil
+}
+
+// settled reports whether p is alive; a child that is not is first
+// reaped (a zombie is reaped within moments), so that its exit has been
+// recorded before it is replaced.
+func (s *Stack) settled(p *proc.Process) bool {
+	if p.Alive() {
+		return true
+	}
+	if !p.Reaped(5 * time.Second) {
+		s.log.Warn("component dead but not reaped", "component", p.Name, "pid", p.Pid)
+	}
+	return false
+}
+
+// chromiumAnswers asks the DevTools endpoint for its version.
+func (s *Stack) chromiumAnswers(ctx context.Context, c *cdp.Chromium) bool {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	_, err := cdp.GetVersion(ctx, c.Port)
+	return err == nil
 }
 
 // adopt records a started component and watches for its exit.

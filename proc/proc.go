@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -199,6 +200,39 @@ func (p *Process) Exited() bool {
 	case <-p.done:
 		return true
 	default:
+		return false
+	}
+}
+
+// Alive reports whether the child runs: not exited and not a zombie
+// awaiting its reaper. A child killed a moment ago is a zombie before its
+// Wait returns, so Alive is the truthful answer to "is it running now".
+func (p *Process) Alive() bool {
+	if p.Exited() {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(p.Pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	// "pid (comm) state ...": comm may hold spaces and parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return false
+	}
+	st := b[i+2]
+	return st != 'Z' && st != 'X'
+}
+
+// Reaped waits up to d for a child that is no longer Alive to be reaped,
+// so its exit is recorded before the caller replaces it.
+func (p *Process) Reaped(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-p.done:
+		return true
+	case <-t.C:
 		return false
 	}
 }

@@ -1,0 +1,266 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/chromedp"
+	"github.com/cubepod/deskd/internal/testenv"
+	"github.com/cubepod/deskd/panel"
+)
+
+const e2eSecret = "e2e-panel-secret"
+
+// gateway runs the reference gateway in-process in front of deskd.
+func gateway(t *testing.T, sandboxes map[string]*url.URL) string {
+	t.Helper()
+	g, err := panel.NewGateway(panel.GatewayConfig{Secret: []byte(e2eSecret), Sandboxes: sandboxes, TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: g}
+	go srv.Serve(l) // ends at Close below
+	t.Cleanup(func() { srv.Close() })
+	return "http://" + l.Addr().String()
+}
+
+// serveDeskd runs `deskd serve` in panel mode and returns its base URL.
+func serveDeskd(t *testing.T, e *install) *url.URL {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, deskdBin, append([]string{"serve", "--sandbox-id", "sb1"}, e.flags...)...)
+	cmd.Env = append(os.Environ(), "DESKD_PANEL_SECRET="+e2eSecret)
+	var logs bytes.Buffer
+	cmd.Stderr = &logs
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 30 * time.Second
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("deskd log:\n%s", tail(logs.String(), 4000))
+		}
+	})
+	u, _ := url.Parse("http://" + e.listen)
+	// In panel mode nothing answers without a token: wait for the 403.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get(u.String() + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusForbidden {
+				t.Fatalf("unauthenticated /healthz = %d, want 403", resp.StatusCode)
+			}
+			return u
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("deskd not up: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond) // no readiness event across processes
+	}
+}
+
+func post(t *testing.T, u string) (int, []byte) {
+	t.Helper()
+	resp, err := http.Post(u, "application/json", strings.NewReader(`{"url":"data:text/html,<h1>deskd</h1>"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+func fetch(t *testing.T, u string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestPanelInBrowser(t *testing.T) {
+	chromium := testenv.Chromium(t)
+	e := newInstall(t)
+	deskd := serveDeskd(t, e)
+	closed := &url.URL{Scheme: "http", Host: "127.0.0.1:" + strconv.Itoa(freePort(t))}
+	gw := gateway(t, map[string]*url.URL{"sb1": deskd, "absent": closed})
+
+	// The control plane's call: start the desktop, get the URLs.
+	code, body := post(t, gw+"/sandboxes/sb1/desktop/start")
+	if code != http.StatusOK {
+		t.Fatalf("start via gateway: %d %s", code, body)
+	}
+	var sr panel.StartResponse
+	if err := json.Unmarshal(body, &sr); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{sr.DesktopURL, sr.TerminalURL, sr.CDPURL} {
+		if !strings.HasPrefix(u, gw+"/panel/") {
+			t.Fatalf("url %q not under the gateway's /panel/", u)
+		}
+	}
+	if time.Until(sr.ExpiresAt) < 59*time.Minute {
+		t.Fatalf("expiresAt %v", sr.ExpiresAt)
+	}
+	var st map[string]any
+	json.Unmarshal(sr.Status, &st)
+	if st["status"] != "running" {
+		t.Fatalf("desktop status %v", st)
+	}
+	if code, b := fetch(t, gw+"/sandboxes/sb1/desktop/status"); code != 200 || !strings.Contains(b, `"status":"running"`) {
+		t.Fatalf("status via gateway: %d %s", code, b)
+	}
+	if code, b := post(t, gw+"/sandboxes/absent/desktop/start"); code != http.StatusUnprocessableEntity || !strings.Contains(string(b), "desktop_not_installed") {
+		t.Fatalf("start on a sandbox without deskd: %d %s", code, b)
+	}
+	if code, _ := post(t, gw+"/sandboxes/nope/desktop/start"); code != http.StatusNotFound {
+		t.Fatalf("unknown sandbox: %d", code)
+	}
+
+	// Bad, expired, tampered tokens: 403 and nothing else, at the
+	// gateway and at deskd itself.
+	tok, _, _ := panel.SplitPath(strings.TrimPrefix(sr.DesktopURL, gw))
+	expired, _ := panel.Mint([]byte(e2eSecret), panel.Claims{SID: "sb1", Port: deskdPort(deskd), Exp: time.Now().Add(-time.Minute).Unix()})
+	forged, _ := panel.Mint([]byte("not-the-secret"), panel.Claims{SID: "sb1", Port: deskdPort(deskd), Exp: time.Now().Add(time.Hour).Unix()})
+	for name, bad := range map[string]string{
+		"tampered": tok[:len(tok)-3] + "abc", "expired": expired, "forged": forged, "garbage": "x.y",
+	} {
+		for _, base := range []string{gw, deskd.String()} {
+			for _, p := range []string{"/vnc.html", "/vendor/novnc/core/rfb.js", "/api/desktop/status", "/metrics", "/terminal/"} {
+				code, b := fetch(t, base+"/panel/"+bad+p)
+				if code != http.StatusForbidden || b != "forbidden\n" {
+					t.Errorf("%s token at %s%s: %d %.80q", name, base, p, code, b)
+				}
+			}
+		}
+	}
+	if code, _ := fetch(t, deskd.String()+"/vnc.html"); code != http.StatusForbidden {
+		t.Errorf("deskd served a page without a token: %d", code)
+	}
+
+	// A real browser loads both pages under /panel/<token>/.
+	b := newBrowser(t, chromium)
+	b.load(sr.DesktopURL, `document.body.dataset.state !== "loading" && !!window.deskd`)
+	b.load(sr.TerminalURL, `!!document.querySelector(".xterm-screen") && !!window.deskdTerm`)
+	b.load(strings.TrimSuffix(sr.DesktopURL, "/vnc.html?autoconnect=true&resize=scale")+"/", `!!document.querySelector("a[href^='vnc.html']")`)
+	b.check(t)
+
+	if code, b := post(t, gw+"/sandboxes/sb1/desktop/stop"); code != 200 || !strings.Contains(string(b), `"status":"stopped"`) {
+		t.Fatalf("stop via gateway: %d %s", code, b)
+	}
+}
+
+func deskdPort(u *url.URL) int {
+	n, _ := strconv.Atoi(u.Port())
+	return n
+}
+
+// browser is a headless Chromium that records every HTTP request and
+// its outcome.
+type browser struct {
+	ctx  context.Context
+	mu   sync.Mutex
+	urls map[network.RequestID]string
+	bad  []string
+	n    int
+}
+
+func newBrowser(t *testing.T, path string) *browser {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path),
+		chromedp.NoSandbox,
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("no-first-run", true),
+	)
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelC := chromedp.NewContext(actx)
+	ctx, cancelT := context.WithTimeout(ctx, 2*time.Minute)
+	t.Cleanup(func() { cancelT(); cancelC(); cancelA() })
+	b := &browser{ctx: ctx, urls: map[network.RequestID]string{}}
+	// Listen's callback runs in the tab's reader: record, never block.
+	err := chromedp.Listen(ctx, func(ev any) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		switch e := ev.(type) {
+		case *network.EventRequestWillBeSent:
+			b.urls[e.RequestID] = e.Request.URL
+		case *network.EventResponseReceived:
+			b.n++
+			if e.Response.Status >= 400 {
+				b.bad = append(b.bad, e.Response.URL+" -> "+strconv.Itoa(int(e.Response.Status)))
+			}
+		case *network.EventLoadingFailed:
+			// Chrome reports a failed subresource (a 404 stylesheet,
+			// say) as aborted; only the WebSocket may fail here, since
+			// the RFB and terminal endpoints are other issues' work.
+			if e.Type != network.ResourceTypeWebSocket {
+				b.bad = append(b.bad, "failed "+string(e.Type)+" "+b.urls[e.RequestID]+": "+e.ErrorText)
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// load navigates to u and waits until ready evaluates true in the page.
+func (b *browser) load(u, ready string) {
+	err := chromedp.Do(b.ctx, chromedp.Navigate(u))
+	ok := false
+	if err == nil {
+		ok, err = chromedp.Run(b.ctx, chromedp.Poll[bool](ready, chromedp.WithPollingTimeout(30*time.Second)))
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err != nil || !ok {
+		b.bad = append(b.bad, "page "+u+" never became ready ("+ready+"): "+errText(err))
+	}
+}
+
+func (b *browser) check(t *testing.T) {
+	t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.bad) > 0 {
+		t.Fatalf("browser saw %d problems:\n%s", len(b.bad), strings.Join(b.bad, "\n"))
+	}
+	if b.n < 15 {
+		t.Fatalf("browser saw only %d responses: assets were not loaded", b.n)
+	}
+	t.Logf("browser loaded %d responses, none failed", b.n)
+}
+
+func errText(err error) string {
+	if err == nil {
+		return "false"
+	}
+	return err.Error()
+}
