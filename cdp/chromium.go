@@ -234,7 +234,9 @@ func portFree(port int) error {
 // ctx ends. Chromium opens the port only after its profile is loaded, so
 // polling is the readiness signal it offers.
 func waitReady(ctx context.Context, port int, p *proc.Process) (Version, error) {
-	backoff := 20 * time.Millisecond
+	// A flat, short interval: each try is one refused loopback connect,
+	// and a backoff would add up to its cap to every start.
+	const interval = 10 * time.Millisecond
 	var last error
 	for {
 		v, err := GetVersion(ctx, port)
@@ -242,7 +244,7 @@ func waitReady(ctx context.Context, port int, p *proc.Process) (Version, error) 
 			return v, nil
 		}
 		last = err
-		t := time.NewTimer(backoff)
+		t := time.NewTimer(interval)
 		select {
 		case <-t.C:
 		case <-p.Done():
@@ -252,7 +254,6 @@ func waitReady(ctx context.Context, port int, p *proc.Process) (Version, error) 
 			t.Stop()
 			return Version{}, fmt.Errorf("chromium: devtools not ready: %w (last: %v); output: %q", ctx.Err(), last, p.Tail())
 		}
-		backoff = min(2*backoff, 250*time.Millisecond)
 	}
 }
 

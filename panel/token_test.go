@@ -159,3 +159,13 @@ func FuzzVerifySigned(f *testing.F) {
 		}
 	})
 }
+
+func BenchmarkVerify(b *testing.B) {
+	tok, _ := Mint(secret, Claims{SID: "sb-1", Port: 8080, Exp: now.Add(time.Hour).Unix()})
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Verify(secret, tok, now); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -221,9 +221,8 @@ func spawnDaemon(ctx context.Context, cfg *Config, c *client) error {
 	go func() { exited <- cmd.Wait() }() // reaps the daemon if it dies while we wait
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	backoff := 5 * time.Millisecond
 	for !c.alive(ctx) {
-		t := time.NewTimer(backoff)
+		t := time.NewTimer(5 * time.Millisecond) // the socket appears within milliseconds
 		select {
 		case err := <-exited:
 			t.Stop()
@@ -234,7 +233,6 @@ func spawnDaemon(ctx context.Context, cfg *Config, c *client) error {
 			return fmt.Errorf("daemon not ready: %w: %s", ctx.Err(), logTail(logPath, 5))
 		case <-t.C:
 		}
-		backoff = min(2*backoff, 100*time.Millisecond)
 	}
 	return nil
 }

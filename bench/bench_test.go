@@ -1,0 +1,52 @@
+package bench
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestMedianAndRatio(t *testing.T) {
+	tests := []struct {
+		d, p  []float64
+		wantD float64
+		wantR float64
+	}{
+		{[]float64{3, 1, 2}, []float64{4, 4, 4}, 2, 0.5},
+		{[]float64{1, 2, 3, 4}, []float64{5}, 2.5, 0.5},
+		{nil, []float64{1}, 0, 0},
+		{[]float64{1}, nil, 1, 0}, // no peer figure: no ratio
+	}
+	for _, tt := range tests {
+		f := figure("m", "u", "lower", tt.d, tt.p)
+		if f.Deskd != tt.wantD || f.Ratio != tt.wantR {
+			t.Errorf("figure(%v, %v) = deskd %v ratio %v; want %v, %v", tt.d, tt.p, f.Deskd, f.Ratio, tt.wantD, tt.wantR)
+		}
+	}
+}
+
+func TestReportShapes(t *testing.T) {
+	r := Report{Machine: Machine{CPU: "x", Cores: 2}, Rounds: 1, Scenarios: map[string]*Scenario{
+		"idle_rss": {Peer: "p", Status: "ok", Figures: []Figure{figure("idle RSS", "MiB", "lower", []float64{12}, []float64{48})}},
+		"rfb":      {Status: "pending"},
+	}}
+	js, err := r.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(js, &top); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"machine", "idle_rss", "rfb"} {
+		if _, ok := top[k]; !ok {
+			t.Errorf("latest.json lacks top-level %q", k)
+		}
+	}
+	if md := r.Markdown(); !strings.Contains(md, "| idle_rss | idle RSS (MiB) | 12.00 | 48.00 | 0.250 | lower |") {
+		t.Errorf("table:\n%s", md)
+	}
+	if svg := r.SVG(); !strings.HasPrefix(svg, "<svg") || !strings.Contains(svg, "0.25×") {
+		t.Errorf("svg:\n%s", svg)
+	}
+}

@@ -1,0 +1,56 @@
+// Command deskd-bench measures deskd against the stack it replaces and
+// writes bench/results/latest.json, a Markdown table and an SVG chart.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/cubepod/deskd/bench"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx))
+}
+
+func run(ctx context.Context) int {
+	fs := flag.NewFlagSet("deskd-bench", flag.ExitOnError)
+	deskd := fs.String("deskd", "bin/deskd", "deskd binary to measure")
+	out := fs.String("out", "bench/results/latest.json", "report path; the .md table and .svg chart go beside it")
+	rounds := fs.Int("rounds", 5, "alternating deskd/peer rounds per scenario")
+	ttyd := fs.String("ttyd", os.Getenv("TTYD"), "ttyd binary for the terminal peer (env TTYD)")
+	fs.Parse(os.Args[1:])
+	abs, err := filepath.Abs(*deskd)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "deskd-bench:", err)
+		return 2
+	}
+	rep, runErr := bench.Run(ctx, bench.Config{Deskd: abs, Rounds: *rounds, TTYD: *ttyd, Log: os.Stderr})
+	js, err := rep.MarshalJSON()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "deskd-bench:", err)
+		return 1
+	}
+	md := rep.Markdown()
+	base := strings.TrimSuffix(*out, ".json")
+	for path, b := range map[string][]byte{*out: append(js, '\n'), base + ".md": []byte(md), base + ".svg": []byte(rep.SVG())} {
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "deskd-bench:", err)
+			return 1
+		}
+	}
+	fmt.Print(md)
+	if runErr != nil {
+		fmt.Fprintln(os.Stderr, "deskd-bench:", runErr)
+		return 1
+	}
+	return 0
+}
