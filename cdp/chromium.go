@@ -154,7 +154,12 @@ func runningAsRoot(cred *syscall.Credential) bool {
 // does run (left over from an earlier daemon), it is stopped: the profile
 // is dedicated to deskd and two browsers cannot share it.
 func prepareProfile(dir string, cred *syscall.Credential) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	// Parents made here must let the GUI user through; the profile itself
+	// is the user's alone.
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return fmt.Errorf("chromium: profile: %w", err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("chromium: profile: %w", err)
 	}
 	if cred != nil {
