@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"strconv"
 	"time"
+
+	"github.com/cubepod/deskd/proc"
 )
 
 // settle is how long an idle process is left alone before its RSS is read,
@@ -69,7 +71,7 @@ func deskdIdle(ctx context.Context, c Config) (float64, error) {
 		resp.Body.Close()
 	}
 	time.Sleep(settle)
-	if pids := groupPids(cmd.Process.Pid); len(pids) != 1 {
+	if pids := proc.LiveGroupMembers(cmd.Process.Pid); len(pids) != 1 {
 		return 0, fmt.Errorf("idle deskd runs %d processes (%v); want itself alone", len(pids), pids)
 	}
 	return rssKiB(cmd.Process.Pid), nil
@@ -123,7 +125,7 @@ func peerIdle(ctx context.Context, c Config) (float64, error) {
 	time.Sleep(settle)
 	var sum float64
 	for _, cmd := range cmds {
-		for _, pid := range groupPids(cmd.Process.Pid) {
+		for _, pid := range proc.LiveGroupMembers(cmd.Process.Pid) {
 			sum += rssKiB(pid)
 		}
 	}

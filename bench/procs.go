@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/cubepod/deskd/proc"
 )
 
 func setGroup(cmd *exec.Cmd) {
@@ -29,44 +31,7 @@ func killGroup(pgid int) {
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 }
 
-func groupAlive(pgid int) bool { return len(groupPids(pgid)) > 0 }
-
-// groupPids lists live (non-zombie) members of a process group.
-func groupPids(pgid int) []int {
-	ents, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		st, ok := stat(pid)
-		if ok && st.state != "Z" && st.pgrp == pgid {
-			out = append(out, pid)
-		}
-	}
-	return out
-}
-
-type procStat struct {
-	state      string
-	ppid, pgrp int
-}
-
-func stat(pid int) (procStat, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return procStat{}, false
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(f) < 3 {
-		return procStat{}, false
-	}
-	ppid, _ := strconv.Atoi(f[1])
-	pgrp, _ := strconv.Atoi(f[2])
-	return procStat{state: f[0], ppid: ppid, pgrp: pgrp}, true
-}
+func groupAlive(pgid int) bool { return len(proc.LiveGroupMembers(pgid)) > 0 }
 
 // rssKiB is a process's resident set.
 func rssKiB(pid int) float64 {

@@ -55,15 +55,6 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	return len(f) > 0 && f[0] != "Z"
-}
-
 // TestLifecycle: idle until asked; start; kill -9 Chromium and start
 // again: only Chromium is new; stop leaves nothing running.
 func TestLifecycle(t *testing.T) {
@@ -107,7 +98,7 @@ func TestLifecycle(t *testing.T) {
 		t.Fatalf("after stop: %+v", stopped)
 	}
 	for name, pid := range after.Pids {
-		if alive(pid) {
+		if proc.PidAlive(pid) {
 			t.Errorf("%s (pid %d) still alive after Stop", name, pid)
 		}
 	}

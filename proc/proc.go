@@ -71,7 +71,7 @@ type Spawner struct {
 }
 
 type spawnReq struct {
-	cmd   *exec.Cmd
+	fn    func() error
 	reply chan error
 }
 
@@ -91,7 +91,7 @@ func (s *Spawner) loop() {
 	for {
 		select {
 		case r := <-s.reqs:
-			r.reply <- r.cmd.Start()
+			r.reply <- r.fn()
 		case <-s.quit:
 			return
 		}
@@ -107,6 +107,21 @@ func (s *Spawner) Close() {
 		close(s.quit)
 	}
 	s.wg.Wait()
+}
+
+// ErrClosed is returned by Do after Close.
+var ErrClosed = errors.New("proc: spawner closed")
+
+// Do runs fn on the spawner's thread: use it for anything that forks a
+// child with Pdeathsig set (exec.Cmd.Start, or a PTY start).
+func (s *Spawner) Do(fn func() error) error {
+	reply := make(chan error, 1)
+	select {
+	case s.reqs <- spawnReq{fn: fn, reply: reply}:
+	case <-s.quit:
+		return ErrClosed
+	}
+	return <-reply
 }
 
 // Start starts the child described by spec.
@@ -139,14 +154,7 @@ func (s *Spawner) Start(spec Spec) (*Process, error) {
 	}
 	cmd.Stdout, cmd.Stderr = out, out
 
-	reply := make(chan error, 1)
-	select {
-	case s.reqs <- spawnReq{cmd: cmd, reply: reply}:
-	case <-s.quit:
-		p.closeLog()
-		return nil, fmt.Errorf("%s: spawner closed", spec.Name)
-	}
-	if err := <-reply; err != nil {
+	if err := s.Do(cmd.Start); err != nil {
 		p.closeLog()
 		return nil, fmt.Errorf("start %s: %w", spec.Name, err)
 	}
@@ -207,11 +215,11 @@ func (p *Process) Exited() bool {
 // Alive reports whether the child runs: not exited and not a zombie
 // awaiting its reaper. A child killed a moment ago is a zombie before its
 // Wait returns, so Alive is the truthful answer to "is it running now".
-func (p *Process) Alive() bool {
-	if p.Exited() {
-		return false
-	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(p.Pid) + "/stat")
+func (p *Process) Alive() bool { return !p.Exited() && PidAlive(p.Pid) }
+
+// PidAlive reports whether pid exists and is not a zombie.
+func PidAlive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return false
 	}
@@ -265,33 +273,78 @@ func (p *Process) Signal(sig syscall.Signal) error {
 
 // Stop sends the stop signal to the child (not its group, so a browser
 // shuts its helpers down itself), waits up to grace for it to exit, then
-// kills its process group. It returns once the child is reaped or ctx ends.
+// kills its process group. It returns once the child is reaped and no
+// live member of its group is left, or ctx ends.
 func (p *Process) Stop(ctx context.Context, grace time.Duration) error {
-	if p.Exited() {
-		return nil
+	if !p.Exited() {
+		if err := syscall.Kill(p.Pid, p.stop); err != nil && !errors.Is(err, syscall.ESRCH) {
+			return fmt.Errorf("signal %s: %w", p.Name, err)
+		}
+		t := time.NewTimer(grace)
+		select {
+		case <-p.done:
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
 	}
-	if err := syscall.Kill(p.Pid, p.stop); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("signal %s: %w", p.Name, err)
-	}
-	t := time.NewTimer(grace)
-	defer t.Stop()
+	// The leader is gone or out of time: nothing of its group may stay.
+	_ = syscall.Kill(-p.Pid, syscall.SIGKILL)
 	select {
 	case <-p.done:
-		// The leader is gone; make sure nothing it left in the group stays.
-		_ = syscall.Kill(-p.Pid, syscall.SIGKILL)
-		return nil
-	case <-t.C:
-	case <-ctx.Done():
-	}
-	if err := p.Signal(syscall.SIGKILL); err != nil {
-		return err
-	}
-	select {
-	case <-p.done:
-		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("stop %s: %w", p.Name, ctx.Err())
 	}
+	return waitGroupGone(ctx, p.Pid)
+}
+
+// waitGroupGone waits until process group pgid has no live member. Killed
+// members die within moments, but not synchronously with kill(2), and
+// there is no notification for processes that are not our children.
+func waitGroupGone(ctx context.Context, pgid int) error {
+	deadline := time.Now().Add(5 * time.Second)
+	for len(LiveGroupMembers(pgid)) > 0 {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("process group %d still has members %v", pgid, LiveGroupMembers(pgid))
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+// LiveGroupMembers lists the processes of group pgid that are not
+// zombies (an orphan may wait for a reaper that is not us).
+func LiveGroupMembers(pgid int) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	want := strconv.Itoa(pgid)
+	var live []int
+	for _, e := range ents {
+		if e.Name()[0] < '0' || e.Name()[0] > '9' {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp ...; comm may hold spaces.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := bytes.Fields(b[i+1:])
+		if len(f) > 2 && f[0][0] != 'Z' && f[0][0] != 'X' && string(f[2]) == want {
+			pid, _ := strconv.Atoi(e.Name())
+			live = append(live, pid)
+		}
+	}
+	return live
 }
 
 // tailBuffer keeps the last TailSize bytes written to it.

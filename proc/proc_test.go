@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -57,7 +56,7 @@ func TestStopEscalatesToKill(t *testing.T) {
 	if d := time.Since(start); d < 200*time.Millisecond {
 		t.Fatalf("Stop took %v: SIGTERM should have been ignored", d)
 	}
-	if live := liveGroupMembers(p.Pid); len(live) > 0 {
+	if live := LiveGroupMembers(p.Pid); len(live) > 0 {
 		t.Fatalf("process group %d still has live members %v", p.Pid, live)
 	}
 }
@@ -131,27 +130,6 @@ func TestTailBuffer(t *testing.T) {
 		}
 	}
 }
-
-// liveGroupMembers lists processes of group pgid that are not zombies
-// (an orphan killed with the group may wait for a reaper that is not us).
-func liveGroupMembers(pgid int) []int {
-	ents, _ := os.ReadDir("/proc")
-	var live []int
-	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid pgrp ...
-		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-		if len(f) > 2 && f[0] != "Z" && f[2] == strconv.Itoa(pgid) {
-			live = append(live, atoi(e.Name()))
-		}
-	}
-	return live
-}
-
-func atoi(s string) int { n, _ := strconv.Atoi(s); return n }
 
 func waitOutput(t *testing.T, p *Process, want string) {
 	t.Helper()

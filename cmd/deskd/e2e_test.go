@@ -19,6 +19,7 @@ import (
 
 	"github.com/cubepod/deskd/desktop"
 	"github.com/cubepod/deskd/internal/testenv"
+	"github.com/cubepod/deskd/proc"
 )
 
 // deskdBin is the deskd binary built once for the end-to-end tests: the
@@ -139,16 +140,6 @@ func children(pid int) []string {
 	return out
 }
 
-func alive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	return len(f) > 0 && f[0] != "Z"
-}
-
 func rssKiB(pid int) int {
 	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	for _, l := range strings.Split(string(b), "\n") {
@@ -263,7 +254,7 @@ func TestCLIContract(t *testing.T) {
 		t.Fatalf("desktop url %q", first.URLs["desktop"])
 	}
 	for k, pid := range first.Pids {
-		if !alive(pid) {
+		if !proc.PidAlive(pid) {
 			t.Fatalf("%s pid %d is not alive", k, pid)
 		}
 	}
@@ -303,11 +294,11 @@ func TestCLIContract(t *testing.T) {
 		t.Fatalf("stop: exit %d %v", code, out)
 	}
 	for _, k := range []string{desktop.Xvfb, desktop.Chromium, desktop.WM} {
-		if pid := again.Pids[k]; pid != 0 && alive(pid) {
+		if pid := again.Pids[k]; pid != 0 && proc.PidAlive(pid) {
 			t.Fatalf("%s (pid %d) alive after stop", k, pid)
 		}
 	}
-	if !alive(first.Pids["deskd"]) {
+	if !proc.PidAlive(first.Pids["deskd"]) {
 		t.Fatal("stop without --daemon ended the daemon")
 	}
 	if out, code = e.run("stop"); code != 0 || out["status"] != "stopped" {
@@ -316,7 +307,7 @@ func TestCLIContract(t *testing.T) {
 	if out, code = e.run("stop", "--daemon"); code != 0 || out["daemon"] != "stopped" {
 		t.Fatalf("stop --daemon: exit %d %v", code, out)
 	}
-	if alive(first.Pids["deskd"]) {
+	if proc.PidAlive(first.Pids["deskd"]) {
 		t.Fatal("daemon alive after stop --daemon")
 	}
 }
