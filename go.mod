@@ -5,6 +5,8 @@ go 1.26.8
 require (
 	github.com/chromedp/cdproto v0.160.4
 	github.com/chromedp/chromedp v0.23.1
+	github.com/coder/websocket v1.8.15
+	github.com/creack/pty v1.1.24
 	github.com/jezek/xgb v1.1.1
 	github.com/prometheus/client_golang v1.25.0
 	go.uber.org/goleak v1.3.0

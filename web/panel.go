@@ -14,6 +14,14 @@ import (
 
 type claimsKey struct{}
 type prefixKey struct{}
+type sessionKey struct{}
+
+// sessionKeyFrom is the key under which the request's panel session is
+// counted.
+func sessionKeyFrom(r *http.Request) string {
+	k, _ := r.Context().Value(sessionKey{}).(string)
+	return k
+}
 
 // ClaimsFrom returns the panel claims of a request that passed the check.
 func ClaimsFrom(ctx context.Context) (panel.Claims, bool) {
@@ -34,9 +42,10 @@ func (s *Server) withClaims(next http.Handler, c panel.Claims) http.Handler {
 func (s *Server) withPanel(next http.Handler) http.Handler {
 	if len(s.cfg.PanelSecret) == 0 {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			s.sessions.seen(clientKey(r), time.Now())
+			key := clientKey(r)
+			s.sessions.seen(key, time.Now())
 			ctx := context.WithValue(r.Context(), claimsKey{}, panel.Claims{Scope: panel.ScopeFull})
-			next.ServeHTTP(w, r.WithContext(ctx))
+			next.ServeHTTP(w, r.WithContext(context.WithValue(ctx, sessionKey{}, key)))
 		})
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -63,8 +72,11 @@ func (s *Server) withPanel(next http.Handler) http.Handler {
 			http.Redirect(w, r, u.RequestURI(), http.StatusMovedPermanently)
 			return
 		}
-		s.sessions.seen(tokenKey(tok), time.Now())
-		r2 := r.Clone(context.WithValue(context.WithValue(r.Context(), claimsKey{}, c), prefixKey{}, prefix))
+		key := tokenKey(tok)
+		s.sessions.seen(key, time.Now())
+		ctx := context.WithValue(r.Context(), claimsKey{}, c)
+		ctx = context.WithValue(ctx, prefixKey{}, prefix)
+		r2 := r.Clone(context.WithValue(ctx, sessionKey{}, key))
 		r2.URL.RawPath = ""
 		r2.URL.Path = unescapePath(rest)
 		r2.RequestURI = ""

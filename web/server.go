@@ -17,6 +17,7 @@ import (
 
 	"github.com/cubepod/deskd/desktop"
 	"github.com/cubepod/deskd/panel"
+	"github.com/cubepod/deskd/term"
 )
 
 // Config configures a Server.
@@ -37,6 +38,11 @@ type Config struct {
 	// SessionIdle is how long a panel session counts as active after its
 	// last request (default 5 min).
 	SessionIdle time.Duration
+	// Terminal serves /terminal/ws; nil answers 503 there.
+	Terminal *term.Manager
+	// AllowOrigins are extra origins (host or scheme://host, "*" for any)
+	// whose pages may open WebSockets here.
+	AllowOrigins []string
 }
 
 // Server serves deskd's HTTP API and pages.
@@ -47,6 +53,10 @@ type Server struct {
 	sessions *sessions
 	public   http.Handler // behind the panel check
 	control  http.Handler // for the local control socket: no panel check
+
+	base     context.Context // ends at Close: WebSockets hang off it
+	cancel   context.CancelFunc
+	handlers handlerGroup
 }
 
 // New builds a Server; it owns no goroutines.
@@ -58,11 +68,20 @@ func New(cfg Config) *Server {
 		cfg.SessionIdle = 5 * time.Minute
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, sessions: newSessions(cfg.SessionIdle)}
+	s.base, s.cancel = context.WithCancel(context.Background())
 	s.metrics = newMetrics(cfg.Stack, s.sessions)
 	mux := s.routes()
 	s.public = s.withPanel(mux)
 	s.control = s.withClaims(mux, panel.Claims{Scope: panel.ScopeFull})
 	return s
+}
+
+// Close ends the WebSocket connections (they get 1001 "going away") and
+// waits for their handlers, which http.Server.Shutdown does not do for
+// hijacked connections. Call it after Shutdown.
+func (s *Server) Close() {
+	s.cancel()
+	s.handlers.closeAndWait()
 }
 
 // Handler is the public handler, for the TCP listener.
@@ -92,6 +111,7 @@ func (s *Server) routes() *http.ServeMux {
 			writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such API: " + r.URL.Path})
 		}
 	})
+	mux.HandleFunc("GET /terminal/ws", s.terminalWS)
 	mux.Handle("GET /", assetHandler(s.log))
 	return mux
 }

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/cubepod/deskd/x11"
 )
@@ -33,6 +34,9 @@ type Config struct {
 	SandboxID   string
 	LogLevel    string
 	LogFormat   string
+	Shell       string
+	TermIdle    time.Duration
+	AllowOrigin string
 	StopDaemon  bool // stop --daemon
 	set         map[string]bool
 }
@@ -73,6 +77,13 @@ func ParseFlags(cmd string, args []string, stderr io.Writer) (*Config, error) {
 	fs.BoolVar(&c.NoSandbox, "no-sandbox", nosb == "1" || nosb == "true", "pass --no-sandbox to Chromium (always done as root) (env DESKD_NO_SANDBOX)")
 	str(&c.PanelSecret, "panel-secret", "", "HMAC secret: serve only under valid /panel/<token>/")
 	str(&c.SandboxID, "sandbox-id", "", "when set, a panel token's sid must equal it")
+	str(&c.Shell, "shell", "", "terminal shell (default: the --user's login shell, else /bin/bash)")
+	idle, err := time.ParseDuration(env("terminal-idle", "30m"))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", envName("terminal-idle"), err)
+	}
+	fs.DurationVar(&c.TermIdle, "terminal-idle", idle, "end a terminal session this long after its last viewer left (env DESKD_TERMINAL_IDLE)")
+	str(&c.AllowOrigin, "allow-origin", "", "comma-separated extra origins whose pages may open WebSockets")
 	str(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	str(&c.LogFormat, "log-format", "text", "text or json")
 	if cmd == "stop" {
@@ -166,6 +177,51 @@ func lookupUser(s string) (uid, gid uint32, err error) {
 	return uint32(ui), uint32(gi), nil
 }
 
+// account is who the GUI and the shells run as.
+type account struct {
+	cred  *syscall.Credential // nil: deskd's own user
+	name  string
+	home  string // "" when the user has no passwd entry
+	shell string
+}
+
+func (c *Config) account() (account, error) {
+	cred, err := c.credential()
+	if err != nil {
+		return account{}, err
+	}
+	uid := os.Getuid()
+	if cred != nil {
+		uid = int(cred.Uid)
+	}
+	a := account{cred: cred, shell: "/bin/bash"}
+	if u, err := user.LookupId(strconv.Itoa(uid)); err == nil {
+		a.name, a.home = u.Username, u.HomeDir
+		if sh := loginShell(u.Username); sh != "" {
+			a.shell = sh
+		}
+	}
+	if c.Shell != "" {
+		a.shell = c.Shell
+	}
+	return a, nil
+}
+
+// loginShell reads the user's shell from /etc/passwd (os/user omits it).
+func loginShell(name string) string {
+	b, err := os.ReadFile("/etc/passwd")
+	if err != nil {
+		return ""
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Split(l, ":")
+		if len(f) == 7 && f[0] == name && strings.HasPrefix(f[6], "/") && !strings.HasSuffix(f[6], "nologin") && !strings.HasSuffix(f[6], "/false") {
+			return f[6]
+		}
+	}
+	return ""
+}
+
 // chromiumPath resolves --chromium auto to an installed browser.
 func (c *Config) chromiumPath() string {
 	if c.Chromium != "auto" {
@@ -202,6 +258,7 @@ func (c *Config) serveArgs() []string {
 		"--cdp-port=" + strconv.Itoa(c.CDPPort), "--profile-dir=" + c.ProfileDir, "--user=" + c.User,
 		"--no-sandbox=" + strconv.FormatBool(c.NoSandbox), "--sandbox-id=" + c.SandboxID,
 		"--log-level=" + c.LogLevel, "--log-format=" + c.LogFormat,
+		"--shell=" + c.Shell, "--terminal-idle=" + c.TermIdle.String(), "--allow-origin=" + c.AllowOrigin,
 	}
 	return args
 }

@@ -11,11 +11,13 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/cubepod/deskd/desktop"
 	"github.com/cubepod/deskd/proc"
+	"github.com/cubepod/deskd/term"
 	"github.com/cubepod/deskd/web"
 )
 
@@ -37,6 +39,7 @@ type Daemon struct {
 	unix  net.Listener
 	sp    *proc.Spawner
 	stack *desktop.Stack
+	term  *term.Manager
 	web   *web.Server
 }
 
@@ -50,10 +53,11 @@ func NewDaemon(cfg *Config, stderr io.Writer) (*Daemon, error) {
 			d.closeListeners()
 		}
 	}()
-	cred, err := cfg.credential()
+	acct, err := cfg.account()
 	if err != nil {
 		return nil, err
 	}
+	cred := acct.cred
 	if err := os.MkdirAll(filepath.Join(cfg.RunDir, "logs"), 0o755); err != nil {
 		return nil, fmt.Errorf("run dir: %w", err)
 	}
@@ -80,10 +84,34 @@ func NewDaemon(cfg *Config, stderr io.Writer) (*Daemon, error) {
 		XvfbPath: cfg.Xvfb, WMPath: cfg.wmPath(), ChromiumPath: cfg.chromiumPath(), CDPPort: cfg.CDPPort,
 		NoSandbox: cfg.NoSandbox, Credential: cred, Logger: d.log.With("part", "desktop"),
 	}, d.sp)
+	home := acct.home
+	if home == "" {
+		home = filepath.Join(cfg.RunDir, "home")
+	}
+	stack := d.stack
+	d.term, err = term.NewManager(term.Config{
+		Shell: acct.shell, Home: home, User: acct.name, Credential: cred, Spawner: d.sp,
+		Logger: d.log.With("part", "term"), IdleTimeout: cfg.TermIdle,
+		EnvFunc: func() []string { // shells can open windows on the desktop once it runs
+			if disp := stack.Status().Display; disp != "" {
+				return []string{"DISPLAY=" + disp}
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
 	port := web.ListenerPort(d.tcp)
+	var origins []string
+	for _, o := range strings.Split(cfg.AllowOrigin, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			origins = append(origins, o)
+		}
+	}
 	d.web = web.New(web.Config{
-		Stack: d.stack, Logger: d.log.With("part", "web"), PanelSecret: []byte(cfg.PanelSecret),
-		SandboxID: cfg.SandboxID, HTTPPort: port, BaseURL: "http://" + d.tcp.Addr().String(),
+		Stack: d.stack, Terminal: d.term, Logger: d.log.With("part", "web"), PanelSecret: []byte(cfg.PanelSecret),
+		SandboxID: cfg.SandboxID, HTTPPort: port, BaseURL: "http://" + d.tcp.Addr().String(), AllowOrigins: origins,
 	})
 	ok = true
 	return d, nil
@@ -104,8 +132,9 @@ func newLogger(cfg *Config, w io.Writer) *slog.Logger {
 // Addr is the HTTP listener's address.
 func (d *Daemon) Addr() net.Addr { return d.tcp.Addr() }
 
-// Run serves until ctx ends, then shuts down: HTTP first, then the stack
-// (Chromium gets SIGTERM so its profile is flushed), then the spawner.
+// Run serves until ctx ends, then shuts down: HTTP first, then the
+// WebSockets and terminal sessions, then the stack (Chromium gets SIGTERM
+// so its profile is flushed), then the spawner.
 func (d *Daemon) Run(ctx context.Context) error {
 	d.log.Info("deskd serving", "addr", d.tcp.Addr().String(), "run_dir", d.cfg.RunDir,
 		"panel", d.cfg.PanelSecret != "", "pid", os.Getpid())
@@ -142,6 +171,8 @@ func (d *Daemon) Run(ctx context.Context) error {
 		}
 	}
 	wg.Wait()
+	d.web.Close()  // WebSockets: close 1001 and wait for their handlers
+	d.term.Close() // hang up the shells
 	d.stack.Close(sctx)
 	d.sp.Close()
 	_ = os.Remove(filepath.Join(d.cfg.RunDir, controlSock))

@@ -43,7 +43,10 @@ function show(text, ms) {
 function wsURL() {
   const u = new URL('ws', location.href);
   u.protocol = u.protocol === 'https:' ? 'wss:' : 'ws:';
-  if (session) u.searchParams.set('session', session);
+  // Always present (empty for a new session): it asks the server to tell
+  // us the session id, so a reconnect reattaches and replays scrollback.
+  u.searchParams.set('session', session);
+  if (q.get('readonly') === '1') u.searchParams.set('readonly', '1');
   return u.href;
 }
 
@@ -65,6 +68,8 @@ function connect() {
     attempts = 0;
     document.body.dataset.state = 'connected';
     overlay.hidden = true;
+    // The server replays the session's scrollback on every attach.
+    term.reset();
     // The first frame is JSON without a command byte.
     ws.send(enc.encode(JSON.stringify({ AuthToken: '', columns: term.cols, rows: term.rows })));
     term.focus();
@@ -95,7 +100,13 @@ function connect() {
     pending = 0;
     paused = false;
     document.body.dataset.state = 'disconnected';
-    if (ev.code === 1000 && ev.reason === 'exit') { show('Session ended'); return; }
+    if (ev.code === 1000 && ev.reason === 'exit') {
+      // The shell exited: the next connection starts a new one.
+      session = '';
+      show('Session ended; press any key for a new one');
+      const once = term.onData(() => { once.dispose(); connect(); });
+      return;
+    }
     attempts++;
     const delay = Math.min(500 * 2 ** Math.min(attempts - 1, 6), 30000);
     show(`Disconnected; reconnecting in ${Math.round(delay / 1000)} s`);

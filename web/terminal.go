@@ -1,0 +1,34 @@
+package web
+
+import (
+	"net/http"
+
+	"github.com/cubepod/deskd/term"
+)
+
+// terminalWS serves ttyd's protocol on /terminal/ws (subprotocol "tty").
+// ?session=<id> reattaches (and asks for the id in the preferences, which
+// deskd's page uses to reconnect); ?readonly=1, or a view-scope token,
+// makes the viewer read-only.
+func (s *Server) terminalWS(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Terminal == nil {
+		http.Error(w, "terminal not configured", http.StatusServiceUnavailable)
+		return
+	}
+	claims, _ := ClaimsFrom(r.Context())
+	q := r.URL.Query()
+	_, announce := q["session"]
+	opts := term.ServeOptions{
+		Session:  q.Get("session"),
+		Announce: announce,
+		ReadOnly: claims.ReadOnly() || q.Get("readonly") == "1",
+	}
+	c, ctx, done, err := s.upgrade(w, r, []string{"tty"}, term.MaxMessage)
+	if err != nil {
+		return
+	}
+	defer done()
+	if err := s.cfg.Terminal.Serve(ctx, wsConn{c}, opts); err != nil {
+		s.log.Debug("terminal viewer ended", "err", err)
+	}
+}
