@@ -166,13 +166,13 @@ func FuzzRing(f *testing.F) {
 func TestFilterQueries(t *testing.T) {
 	tests := []struct{ in, want string }{
 		{"plain text\r\n", "plain text\r\n"},
-		{"a\x1b[cb", "ab"},                                         // DA1
-		{"a\x1b[>cb\x1b[>0c", "ab"},                                // DA2
-		{"x\x1b[6ny\x1b[5n\x1b[?6n", "xy"},                         // DSR
-		{"\x1b]11;?\x07\x1b]10;?\x1b\\keep", "keep"},               // OSC colour queries
-		{"\x1b]4;1;?\x07", ""},                                     // palette query
-		{"\x1bP$qm\x1b\\\x1bP+q544e\x1b\\z", "z"},                  // DECRQSS, XTGETTCAP
-		{"\x1b[?2026$p\x1b[>q\x1b[?u\x1b[18t", ""},                 // DECRQM, XTVERSION, kitty, size
+		{"a\x1b[cb", "ab"},                                                     // DA1
+		{"a\x1b[>cb\x1b[>0c", "ab"},                                            // DA2
+		{"x\x1b[6ny\x1b[5n\x1b[?6n", "xy"},                                     // DSR
+		{"\x1b]11;?\x07\x1b]10;?\x1b\\keep", "keep"},                           // OSC colour queries
+		{"\x1b]4;1;?\x07", ""},                                                 // palette query
+		{"\x1bP$qm\x1b\\\x1bP+q544e\x1b\\z", "z"},                              // DECRQSS, XTGETTCAP
+		{"\x1b[?2026$p\x1b[>q\x1b[?u\x1b[18t", ""},                             // DECRQM, XTVERSION, kitty, size
 		{"\x1b[31mred\x1b[0m\x1b[2J\x1b[H", "\x1b[31mred\x1b[0m\x1b[2J\x1b[H"}, // kept
 		{"\x1b]0;title\x07\x1b[?1049h\x1b[?1000h", "\x1b]0;title\x07\x1b[?1049h\x1b[?1000h"},
 		{"\x1b[8;24;80t", "\x1b[8;24;80t"}, // a resize request, not a report
