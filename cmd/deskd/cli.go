@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/cubepod/deskd/desktop"
+	"github.com/cubepod/deskd/proc"
 )
 
 // Exit codes of start, status and stop.
@@ -255,7 +256,17 @@ func stopDaemon(ctx context.Context, runDir string) error {
 	if err != nil {
 		return fmt.Errorf("daemon did not exit: %w", err)
 	}
-	return f.Close()
+	f.Close()
+	// The lock is released just before the process exits; wait for the
+	// exit itself (it is not our child: there is no wait(2) to call).
+	for proc.PidAlive(pid) {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("daemon (pid %d) released its lock but did not exit: %w", pid, ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return nil
 }
 
 func logTail(path string, n int) string {

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 	"github.com/cubepod/deskd/internal/testenv"
@@ -169,6 +171,29 @@ func TestPanelInBrowser(t *testing.T) {
 	b.load(strings.TrimSuffix(sr.DesktopURL, "/vnc.html?autoconnect=true&resize=scale")+"/", `!!document.querySelector("a[href^='vnc.html']")`)
 	b.check(t)
 
+	// The terminal, for real: type, read the screen, resize, reconnect.
+	b.load(sr.TerminalURL, `document.body.dataset.state === "connected"`)
+	b.check(t)
+	b.typeLine(t, "echo deskd-$((6*7))")
+	b.waitScreen(t, "deskd-42")
+	before := b.eval(t, `deskdTerm.term.rows + " " + deskdTerm.term.cols`)
+	if err := chromedp.Do(b.ctx, chromedp.EmulateViewport(700, 400)); err != nil {
+		t.Fatal(err)
+	}
+	size := b.eval(t, `new Promise(r => { const c = () => { const s = deskdTerm.term.rows + " " + deskdTerm.term.cols; s !== `+strconv.Quote(before)+` ? r(s) : setTimeout(c, 20); }; c(); })`)
+	b.typeLine(t, "stty size")
+	b.waitScreen(t, size)
+	if got := b.eval(t, `new URL(location.href).searchParams.get("session") || ""`); got == "" {
+		t.Fatal("the page did not learn its session id")
+	}
+	// Drop the socket: the page reconnects, resets its screen and gets
+	// the scrollback replayed by the same session.
+	b.eval(t, `(window.__old = deskdTerm.socket, deskdTerm.socket.close(), "closed")`)
+	b.waitJS(t, `document.body.dataset.state === "connected" && deskdTerm.socket !== window.__old`)
+	b.waitScreen(t, "deskd-42")
+	b.typeLine(t, "echo after-$((2+3))")
+	b.waitScreen(t, "after-5")
+
 	if code, b := post(t, gw+"/sandboxes/sb1/desktop/stop"); code != 200 || !strings.Contains(string(b), `"status":"stopped"`) {
 		t.Fatalf("stop via gateway: %d %s", code, b)
 	}
@@ -256,6 +281,59 @@ func (b *browser) check(t *testing.T) {
 		t.Fatalf("browser saw only %d responses: assets were not loaded", b.n)
 	}
 	t.Logf("browser loaded %d responses, none failed", b.n)
+}
+
+// screenJS returns the text of xterm.js's whole buffer.
+const screenJS = `(() => { const b = deskdTerm.term.buffer.active; let s = ""; for (let i = 0; i < b.length; i++) s += b.getLine(i).translateToString(true) + "\n"; return s; })()`
+
+// typeLine types line into the focused terminal as an IME would
+// (Input.insertText: one input event per line, as xterm.js expects) and
+// presses Enter as a raw key (SendKeys's extra char event would make
+// xterm.js send every character twice).
+func (b *browser) typeLine(t *testing.T, line string) {
+	t.Helper()
+	err := chromedp.Do(b.ctx,
+		chromedp.Focus(chromedp.CSS(".xterm-helper-textarea")),
+		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			if _, err := cdp.Call(ctx, tg, input.InsertText, input.InsertTextParams{Text: line}); err != nil {
+				return err
+			}
+			for _, typ := range []input.DispatchKeyEventType{input.DispatchKeyEventTypeRawKeyDown, input.DispatchKeyEventTypeKeyUp} {
+				if _, err := cdp.Call(ctx, tg, input.DispatchKeyEvent, input.DispatchKeyEventParams{
+					Type: typ, Key: "Enter", Code: "Enter", WindowsVirtualKeyCode: 13, NativeVirtualKeyCode: 13,
+				}); err != nil {
+					return err
+				}
+			}
+			return nil
+		}))
+	if err != nil {
+		t.Fatalf("type %q: %v", line, err)
+	}
+}
+
+func (b *browser) eval(t *testing.T, js string) string {
+	t.Helper()
+	v, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](js, chromedp.EvalAsValue, chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatalf("eval %s: %v", js, err)
+	}
+	return v
+}
+
+func (b *browser) waitJS(t *testing.T, cond string) {
+	t.Helper()
+	if _, err := chromedp.Run(b.ctx, chromedp.Poll[bool](cond, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+		t.Fatalf("waiting for %s: %v", cond, err)
+	}
+}
+
+func (b *browser) waitScreen(t *testing.T, want string) {
+	t.Helper()
+	js, _ := json.Marshal(want)
+	if _, err := chromedp.Run(b.ctx, chromedp.Poll[bool](screenJS+".includes("+string(js)+")", chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+		t.Fatalf("screen never showed %q: %v\nscreen:\n%s", want, err, b.eval(t, screenJS))
+	}
 }
 
 func errText(err error) string {
