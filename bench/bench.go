@@ -124,6 +124,7 @@ func Run(ctx context.Context, c Config) (Report, error) {
 	for _, s := range []scenario{
 		{"idle_rss", "x11vnc + websockify (+ ttyd with TTYD=)", idleRSS},
 		{"start", "shell script starting Xvfb, x11vnc, websockify, Chromium", startTime},
+		{"terminal", "ttyd (TTYD=) or a raw PTY read in-process", terminalScenario},
 	} {
 		fmt.Fprintf(c.Log, "== %s\n", s.name)
 		figs, notes, err := s.run(ctx, c)
@@ -137,7 +138,6 @@ func Run(ctx context.Context, c Config) (Report, error) {
 	// Not yet measurable: their servers are separate issues.
 	for name, why := range map[string]string{
 		"rfb":      "pending: the RFB server (issue 3) is not built yet",
-		"terminal": "pending: the terminal (issue 4) is not built yet",
 		"cdp":      "pending: the CDP relay (issue 5) is not built yet",
 	} {
 		r.Scenarios[name] = &Scenario{Status: why}
@@ -152,9 +152,9 @@ func Run(ctx context.Context, c Config) (Report, error) {
 func figure(metric, unit, better string, d, p []float64) Figure {
 	f := Figure{Metric: metric, Unit: unit, Better: better, Deskd: median(d), Peer: median(p), DSamp: d, PSamp: p}
 	if f.Peer != 0 {
-		f.Ratio = round(f.Deskd/f.Peer, 3)
+		f.Ratio = sig(f.Deskd/f.Peer, 3)
 	}
-	f.Deskd, f.Peer = round(f.Deskd, 2), round(f.Peer, 2)
+	f.Deskd, f.Peer = sig(f.Deskd, 4), sig(f.Peer, 4)
 	return f
 }
 
@@ -168,6 +168,12 @@ func median(v []float64) float64 {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// sig rounds v to n significant digits.
+func sig(v float64, n int) float64 {
+	r, _ := strconv.ParseFloat(strconv.FormatFloat(v, 'g', n, 64), 64)
+	return r
 }
 
 func round(v float64, places int) float64 {
@@ -191,7 +197,7 @@ func (r Report) Markdown() string {
 			continue
 		}
 		for _, f := range s.Figures {
-			fmt.Fprintf(&b, "| %s | %s (%s) | %.2f | %.2f | %.3f | %s |\n", name, f.Metric, f.Unit, f.Deskd, f.Peer, f.Ratio, f.Better)
+			fmt.Fprintf(&b, "| %s | %s (%s) | %s | %s | %s | %s |\n", name, f.Metric, f.Unit, num(f.Deskd), num(f.Peer), num(f.Ratio), f.Better)
 		}
 	}
 	b.WriteString("\nPeers: ")
@@ -204,6 +210,8 @@ func (r Report) Markdown() string {
 	b.WriteString(strings.Join(peers, "; ") + ".\n")
 	return b.String()
 }
+
+func num(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 
 func scenarioOrder(r Report) []string {
 	var out []string

@@ -16,6 +16,7 @@ func TestMedianAndRatio(t *testing.T) {
 		{[]float64{1, 2, 3, 4}, []float64{5}, 2.5, 0.5},
 		{nil, []float64{1}, 0, 0},
 		{[]float64{1}, nil, 1, 0}, // no peer figure: no ratio
+		{[]float64{0.15}, []float64{0.00195}, 0.15, 76.9}, // small values keep their digits
 	}
 	for _, tt := range tests {
 		f := figure("m", "u", "lower", tt.d, tt.p)
@@ -43,7 +44,7 @@ func TestReportShapes(t *testing.T) {
 			t.Errorf("latest.json lacks top-level %q", k)
 		}
 	}
-	if md := r.Markdown(); !strings.Contains(md, "| idle_rss | idle RSS (MiB) | 12.00 | 48.00 | 0.250 | lower |") {
+	if md := r.Markdown(); !strings.Contains(md, "| idle_rss | idle RSS (MiB) | 12 | 48 | 0.25 | lower |") {
 		t.Errorf("table:\n%s", md)
 	}
 	if svg := r.SVG(); !strings.HasPrefix(svg, "<svg") || !strings.Contains(svg, "0.25×") {

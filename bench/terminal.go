@@ -1,0 +1,341 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/creack/pty"
+)
+
+// Terminal workloads: 100 MB of output, in long lines and in short ones.
+const termBytes = 100_000_000
+
+var termLoads = []struct{ name, cmd string }{
+	{"long lines", "yes " + strings.Repeat("x", 199) + " | head -c " + strconv.Itoa(termBytes)},
+	{"short lines", "yes | head -c " + strconv.Itoa(termBytes)},
+}
+
+// endMark is echoed after a workload; typed as `echo __E""ND__` so the
+// echo of the command line itself does not contain it.
+const endMark = "__END__"
+
+// terminalScenario: deskd's /terminal/ws against ttyd (TTYD=) or, without
+// it, a raw PTY read by this process (the ceiling: no server at all).
+func terminalScenario(ctx context.Context, c Config) ([]Figure, string, error) {
+	dk, err := startDeskd(ctx, c)
+	if err != nil {
+		return nil, "", err
+	}
+	defer dk.stop()
+	deskdEP := endpoint{name: "deskd", url: "ws://" + dk.addr + "/terminal/ws", pid: dk.pid}
+	var peer endpoint
+	notes := "peer: a raw PTY read in-process (no server); give TTYD=/path/to/ttyd to measure ttyd"
+	if c.TTYD != "" {
+		tt, err := startTTYD(ctx, c.TTYD)
+		if err != nil {
+			return nil, "", fmt.Errorf("ttyd: %w", err)
+		}
+		defer tt.stop()
+		peer = endpoint{name: "ttyd", url: "ws://" + tt.addr + "/ws", pid: tt.pid}
+		notes = "peer: ttyd " + c.TTYD
+	}
+	rounds := max(1, min(c.Rounds, 3)) // 100 MB a round
+	var figs []Figure
+	for _, load := range termLoads {
+		var dt, pt, dc, pc []float64
+		for i := range rounds {
+			sec, cpu, err := deskdEP.throughput(ctx, load.cmd)
+			if err != nil {
+				return nil, "", fmt.Errorf("deskd %s: %w", load.name, err)
+			}
+			dt, dc = append(dt, termBytes/sec/1e6), append(dc, cpu)
+			if peer.url != "" {
+				sec, cpu, err = peer.throughput(ctx, load.cmd)
+			} else {
+				sec, cpu, err = rawThroughput(ctx, load.cmd)
+			}
+			if err != nil {
+				return nil, "", fmt.Errorf("peer %s: %w", load.name, err)
+			}
+			pt, pc = append(pt, termBytes/sec/1e6), append(pc, cpu)
+			fmt.Fprintf(c.Log, "  %s round %d: deskd %.0f MB/s %.2f s CPU, peer %.0f MB/s %.2f s CPU\n", load.name, i, dt[i], dc[i], pt[i], pc[i])
+		}
+		figs = append(figs,
+			figure("throughput, "+load.name, "MB/s", "higher", dt, pt),
+			figure("server CPU per 100 MB, "+load.name, "s", "lower", dc, pc))
+	}
+	d50, d99, err := deskdEP.echo(ctx, 300)
+	if err != nil {
+		return nil, "", fmt.Errorf("deskd echo: %w", err)
+	}
+	var p50, p99 float64
+	if peer.url != "" {
+		p50, p99, err = peer.echo(ctx, 300)
+	} else {
+		p50, p99, err = rawEcho(ctx, 300)
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("peer echo: %w", err)
+	}
+	fmt.Fprintf(c.Log, "  echo: deskd p50 %.3f p99 %.3f ms, peer p50 %.3f p99 %.3f ms\n", d50, d99, p50, p99)
+	figs = append(figs,
+		figure("keystroke echo p50", "ms", "lower", []float64{d50}, []float64{p50}),
+		figure("keystroke echo p99", "ms", "lower", []float64{d99}, []float64{p99}))
+	return figs, notes, nil
+}
+
+type server struct {
+	addr string
+	pid  int
+	stop func()
+}
+
+func startDeskd(ctx context.Context, c Config) (*server, error) {
+	dir, err := os.MkdirTemp("", "deskd-bench-")
+	if err != nil {
+		return nil, err
+	}
+	port, _ := freePort()
+	cdpPort, _ := freePort()
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	cmd := group(ctx, c.Deskd, "serve", "--run-dir", dir, "--listen", addr, "--cdp-port", strconv.Itoa(cdpPort), "--shell", "/bin/bash")
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	stop := func() { killGroup(cmd.Process.Pid); cmd.Wait(); os.RemoveAll(dir) }
+	if err := waitHTTP(ctx, "http://"+addr+"/healthz", 20*time.Second); err != nil {
+		stop()
+		return nil, err
+	}
+	return &server{addr: addr, pid: cmd.Process.Pid, stop: stop}, nil
+}
+
+func startTTYD(ctx context.Context, bin string) (*server, error) {
+	port, _ := freePort()
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	cmd := group(ctx, bin, "-i", "lo", "-p", strconv.Itoa(port), "-W", "bash", "--norc")
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	stop := func() { killGroup(cmd.Process.Pid); cmd.Wait() }
+	if err := waitTCP(ctx, addr, 20*time.Second); err != nil {
+		stop()
+		return nil, err
+	}
+	return &server{addr: addr, pid: cmd.Process.Pid, stop: stop}, nil
+}
+
+// endpoint is a ttyd-protocol server; the client below speaks to deskd
+// and to ttyd alike.
+type endpoint struct {
+	name, url string
+	pid       int
+}
+
+type ttyClient struct{ c *websocket.Conn }
+
+func (e endpoint) dial(ctx context.Context) (*ttyClient, error) {
+	c, _, err := websocket.Dial(ctx, e.url, &websocket.DialOptions{Subprotocols: []string{"tty"}})
+	if err != nil {
+		return nil, err
+	}
+	c.SetReadLimit(16 << 20)
+	tc := &ttyClient{c: c}
+	if err := tc.send(ctx, []byte(`{"AuthToken":"","columns":200,"rows":50}`)); err != nil {
+		c.CloseNow()
+		return nil, err
+	}
+	return tc, nil
+}
+
+func (tc *ttyClient) send(ctx context.Context, b []byte) error {
+	return tc.c.Write(ctx, websocket.MessageBinary, b)
+}
+
+func (tc *ttyClient) input(ctx context.Context, s string) error {
+	return tc.send(ctx, append([]byte{'0'}, s...))
+}
+
+// readUntil reads output until want has been seen (it may span messages).
+func (tc *ttyClient) readUntil(ctx context.Context, want string) error {
+	tail := []byte{}
+	for {
+		_, b, err := tc.c.Read(ctx)
+		if err != nil {
+			return err
+		}
+		if len(b) == 0 || b[0] != '0' {
+			continue
+		}
+		tail = append(tail, b[1:]...)
+		if bytes.Contains(tail, []byte(want)) {
+			return nil
+		}
+		if len(tail) > len(want) {
+			tail = append(tail[:0], tail[len(tail)-len(want):]...)
+		}
+	}
+}
+
+// throughput runs cmd and returns the seconds until its end mark
+// arrived and the server's CPU seconds over that time.
+func (e endpoint) throughput(ctx context.Context, cmd string) (float64, float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	tc, err := e.dial(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer tc.c.CloseNow()
+	if err := tc.input(ctx, "stty -echo; echo __RE\"\"ADY__\r"); err != nil {
+		return 0, 0, err
+	}
+	if err := tc.readUntil(ctx, "__READY__"); err != nil {
+		return 0, 0, err
+	}
+	cpu0 := cpuSeconds(e.pid)
+	t0 := time.Now()
+	if err := tc.input(ctx, cmd+"; echo __E\"\"ND__\r"); err != nil {
+		return 0, 0, err
+	}
+	if err := tc.readUntil(ctx, endMark); err != nil {
+		return 0, 0, err
+	}
+	sec := time.Since(t0).Seconds()
+	return sec, cpuSeconds(e.pid) - cpu0, tc.input(ctx, "exit\r")
+}
+
+// echo types n characters one at a time and times each one's echo.
+func (e endpoint) echo(ctx context.Context, n int) (p50, p99 float64, err error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	tc, err := e.dial(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer tc.c.CloseNow()
+	if err := tc.input(ctx, "cat >/dev/null\r"); err != nil {
+		return 0, 0, err
+	}
+	time.Sleep(200 * time.Millisecond) // let cat start; its echo is the tty's
+	return timeEchoes(n, func(ch string) error {
+		if err := tc.input(ctx, ch); err != nil {
+			return err
+		}
+		return tc.readUntil(ctx, ch)
+	})
+}
+
+// timeEchoes sends n distinct printable characters (a line of them, then
+// a newline) and returns the echo latency percentiles in ms.
+func timeEchoes(n int, roundTrip func(string) error) (float64, float64, error) {
+	var ms []float64
+	for i := range n {
+		ch := string(rune('a' + i%26))
+		if i%26 == 25 {
+			ch = "\r"
+		}
+		t0 := time.Now()
+		if err := roundTrip(ch); err != nil {
+			return 0, 0, err
+		}
+		ms = append(ms, float64(time.Since(t0).Microseconds())/1000)
+	}
+	slices.Sort(ms)
+	return round(ms[len(ms)/2], 3), round(ms[len(ms)*99/100], 3), nil
+}
+
+// rawThroughput is the ceiling: the same command on a PTY read directly.
+func rawThroughput(ctx context.Context, cmd string) (float64, float64, error) {
+	ptmx, c, err := rawShell(cmd + "; echo __E\"\"ND__")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer func() { syscall.Kill(-c.Process.Pid, syscall.SIGKILL); ptmx.Close(); c.Wait() }()
+	var ru0 syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+	t0 := time.Now()
+	buf := make([]byte, 64<<10)
+	tail := []byte{}
+	for !bytes.Contains(tail, []byte(endMark)) {
+		n, err := ptmx.Read(buf)
+		if err != nil {
+			return 0, 0, fmt.Errorf("raw pty: %w", err)
+		}
+		tail = append(tail, buf[:n]...)
+		if len(tail) > 64 {
+			tail = append(tail[:0], tail[len(tail)-64:]...)
+		}
+		if ctx.Err() != nil {
+			return 0, 0, ctx.Err()
+		}
+	}
+	sec := time.Since(t0).Seconds()
+	var ru1 syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+	return sec, rusageSec(ru1) - rusageSec(ru0), nil
+}
+
+func rawEcho(ctx context.Context, n int) (float64, float64, error) {
+	ptmx, c, err := rawShell("cat >/dev/null")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer func() { syscall.Kill(-c.Process.Pid, syscall.SIGKILL); ptmx.Close(); c.Wait() }()
+	time.Sleep(200 * time.Millisecond)
+	buf := make([]byte, 4096)
+	return timeEchoes(n, func(ch string) error {
+		if _, err := ptmx.Write([]byte(ch)); err != nil {
+			return err
+		}
+		for {
+			k, err := ptmx.Read(buf)
+			if err != nil {
+				return err
+			}
+			if bytes.Contains(buf[:k], []byte(ch)) || ctx.Err() != nil {
+				return ctx.Err()
+			}
+		}
+	})
+}
+
+func rawShell(cmd string) (*os.File, *exec.Cmd, error) {
+	c := exec.Command("/bin/bash", "--norc", "-c", cmd)
+	c.Env = append(os.Environ(), "TERM=xterm-256color")
+	ptmx, err := pty.StartWithSize(c, &pty.Winsize{Cols: 200, Rows: 50})
+	if err != nil {
+		return nil, nil, err
+	}
+	return ptmx, c, nil
+}
+
+func rusageSec(r syscall.Rusage) float64 {
+	return float64(r.Utime.Sec+r.Stime.Sec) + float64(r.Utime.Usec+r.Stime.Usec)/1e6
+}
+
+// cpuSeconds is a process's user+system CPU time from /proc.
+func cpuSeconds(pid int) float64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (ut + st) / 100 // USER_HZ
+}
+
