@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/cubepod/deskd/panel"
 	"github.com/cubepod/deskd/proc"
 	"github.com/cubepod/deskd/term"
 )
@@ -42,9 +43,13 @@ type termClient struct {
 	session string
 }
 
-func dialTerm(t *testing.T, srv *httptest.Server, query string, hdr http.Header) (*termClient, *http.Response, error) {
+// dialTerm opens a WebSocket to srv at path (default /terminal/ws).
+func dialTerm(t *testing.T, srv *httptest.Server, path string, hdr http.Header) (*termClient, *http.Response, error) {
 	t.Helper()
-	u := "ws" + strings.TrimPrefix(srv.URL, "http") + "/terminal/ws" + query
+	if !strings.HasPrefix(path, "/") {
+		path = "/terminal/ws" + path
+	}
+	u := "ws" + strings.TrimPrefix(srv.URL, "http") + path
 	c, resp, err := websocket.Dial(t.Context(), u, &websocket.DialOptions{Subprotocols: []string{"tty"}, HTTPHeader: hdr})
 	if err != nil {
 		return nil, resp, err
@@ -312,5 +317,29 @@ func TestStalledViewer(t *testing.T) {
 	// close got through, or by closing the socket.
 	if st := stalled.closeStatus(); st != term.CloseLagging && st != -1 {
 		t.Fatalf("stalled viewer closed with %v", st)
+	}
+}
+
+// A view-scope token gets the terminal read-only: output yes, input no.
+func TestTerminalViewTokenReadOnly(t *testing.T) {
+	sp := proc.NewSpawner()
+	m, err := term.NewManager(term.Config{Shell: "/bin/bash", Args: []string{"--norc", "--noprofile"}, Spawner: sp, Home: t.TempDir(), Env: []string{"PS1=$ "}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newServer(t, Config{Terminal: m, PanelSecret: secret})
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(func() { srv.Close(); s.Close(); m.Close(); sp.Close() })
+
+	writer := openTerm(t, srv, "/panel/"+token(t, panel.Claims{})+"/terminal/ws?session=")
+	viewer := openTerm(t, srv, "/panel/"+token(t, panel.Claims{Scope: panel.ScopeView})+"/terminal/ws?session="+writer.session)
+	viewer.send("0echo typed-by-viewer\r")
+	writer.send("0echo typed-by-writer-$((5*5))\r")
+	out := viewer.expect("typed-by-writer-25")
+	if strings.Contains(out, "typed-by-viewer") {
+		t.Fatalf("a view token typed into the shell: %q", out)
+	}
+	if _, resp, err := dialTerm(t, srv, "/terminal/ws", nil); err == nil || resp == nil || resp.StatusCode != 403 {
+		t.Fatalf("terminal without a token: %v %v", err, resp)
 	}
 }
