@@ -15,7 +15,7 @@ help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 12
 
 $(NM)/.package-lock.json: package.json package-lock.json
-	npm ci --ignore-scripts --no-audit --no-fund
+	npm ci --ignore-scripts --no-audit --no-fund $(NPM_FLAGS)
 	@touch $@
 
 $(VENDOR)/novnc/core/rfb.js: $(NM)/.package-lock.json

@@ -137,8 +137,8 @@ func Run(ctx context.Context, c Config) (Report, error) {
 	}
 	// Not yet measurable: their servers are separate issues.
 	for name, why := range map[string]string{
-		"rfb":      "pending: the RFB server (issue 3) is not built yet",
-		"cdp":      "pending: the CDP relay (issue 5) is not built yet",
+		"rfb": "pending: the RFB server (issue 3) is not built yet",
+		"cdp": "pending: the CDP relay (issue 5) is not built yet",
 	} {
 		r.Scenarios[name] = &Scenario{Status: why}
 	}

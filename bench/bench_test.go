@@ -15,7 +15,7 @@ func TestMedianAndRatio(t *testing.T) {
 		{[]float64{3, 1, 2}, []float64{4, 4, 4}, 2, 0.5},
 		{[]float64{1, 2, 3, 4}, []float64{5}, 2.5, 0.5},
 		{nil, []float64{1}, 0, 0},
-		{[]float64{1}, nil, 1, 0}, // no peer figure: no ratio
+		{[]float64{1}, nil, 1, 0},                         // no peer figure: no ratio
 		{[]float64{0.15}, []float64{0.00195}, 0.15, 76.9}, // small values keep their digits
 	}
 	for _, tt := range tests {

@@ -338,4 +338,3 @@ func cpuSeconds(pid int) float64 {
 	st, _ := strconv.ParseFloat(f[12], 64)
 	return (ut + st) / 100 // USER_HZ
 }
-

@@ -46,6 +46,10 @@ type Config struct {
 	// StopGrace is how long a component gets to exit after SIGTERM
 	// (default 10 s: Chromium flushes its profile on SIGTERM).
 	StopGrace time.Duration
+	// HealthInterval is how often Chromium is asked Browser.getVersion
+	// over a connection of the supervisor's own (default 15 s); two
+	// failures in a row restart it. Negative disables the check.
+	HealthInterval time.Duration
 }
 
 // StartOptions override the configured resolution and URL for one Start;
@@ -65,6 +69,7 @@ type Status struct {
 	URLs       map[string]string `json:"urls,omitempty"`
 	Browser    string            `json:"browser,omitempty"`
 	Restarts   map[string]int    `json:"restarts,omitempty"`
+	Health     string            `json:"health,omitempty"` // Chromium's last health check: "ok" or why not
 	Error      string            `json:"error,omitempty"`
 }
 
@@ -95,6 +100,7 @@ type Stack struct {
 	restarts map[string]int
 	fails    map[string]int // consecutive quick failures, for backoff
 	lastErr  string
+	health   string
 
 	poke   chan struct{} // a component exited
 	ctx    context.Context
@@ -120,6 +126,9 @@ func New(cfg Config, sp *proc.Spawner) *Stack {
 	if cfg.StopGrace == 0 {
 		cfg.StopGrace = 10 * time.Second
 	}
+	if cfg.HealthInterval == 0 {
+		cfg.HealthInterval = 15 * time.Second
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Stack{
 		cfg: cfg, sp: sp, log: cfg.Logger,
@@ -129,6 +138,10 @@ func New(cfg Config, sp *proc.Spawner) *Stack {
 	}
 	s.wg.Add(1)
 	go s.supervise()
+	if cfg.HealthInterval > 0 {
+		s.wg.Add(1)
+		go s.checkHealth()
+	}
 	return s
 }
 
@@ -171,6 +184,9 @@ func (s *Stack) Close(ctx context.Context) {
 	s.wg.Wait()
 }
 
+// CDPPort is Chromium's debugging port on 127.0.0.1.
+func (s *Stack) CDPPort() int { return s.cfg.CDPPort }
+
 // Running reports whether every component is up.
 func (s *Stack) Running() bool { return s.Status().Status == StatusRunning }
 
@@ -205,6 +221,7 @@ func (s *Stack) Status() Status {
 		up++
 		st.Pids[Chromium] = s.chrome.Pid
 		st.Browser = s.chrome.Version.Browser
+		st.Health = s.health
 	}
 	switch {
 	case !s.want && up == 0:
@@ -293,7 +310,7 @@ func (s *Stack) ensure(ctx context.Context) error {
 		if err != nil {
 			return fail(err)
 		}
-		s.adopt(Chromium, c.Process, func() { s.chrome = c }, hadChrome)
+		s.adopt(Chromium, c.Process, func() { s.chrome, s.health = c, "ok" }, hadChrome)
 	}
 	s.mu.Lock()
 	s.lastErr = ""
@@ -413,6 +430,46 @@ func (s *Stack) supervise() {
 			}
 		}
 		s.op.Unlock()
+	}
+}
+
+// checkHealth asks a running Chromium for its version over a DevTools
+// WebSocket of its own (never an agent's session) and restarts it after
+// two failures in a row: a browser can hang with its process alive.
+func (s *Stack) checkHealth() {
+	defer s.wg.Done()
+	t := time.NewTicker(s.cfg.HealthInterval)
+	defer t.Stop()
+	fails := 0
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		want, ch := s.want, s.chrome
+		s.mu.Unlock()
+		if !want || ch == nil || !ch.Alive() {
+			fails = 0
+			continue
+		}
+		ctx, cancel := context.WithTimeout(s.ctx, 10*time.Second)
+		_, err := cdp.Health(ctx, ch.Port)
+		cancel()
+		s.mu.Lock()
+		if err == nil {
+			fails, s.health = 0, "ok"
+		} else {
+			fails++
+			s.health = "unhealthy: " + err.Error()
+		}
+		s.mu.Unlock()
+		if fails >= 2 {
+			s.log.Warn("chromium failed its health check twice; restarting it", "pid", ch.Pid, "err", err)
+			_ = ch.Stop(s.ctx, 5*time.Second) // the supervisor brings it back
+			fails = 0
+		}
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -40,6 +41,8 @@ type Config struct {
 	SessionIdle time.Duration
 	// Terminal serves /terminal/ws; nil answers 503 there.
 	Terminal *term.Manager
+	// CDPPing is the heartbeat interval of CDP relays (default 20 s).
+	CDPPing time.Duration
 	// AllowOrigins are extra origins (host or scheme://host, "*" for any)
 	// whose pages may open WebSockets here.
 	AllowOrigins []string
@@ -112,6 +115,13 @@ func (s *Server) routes() *http.ServeMux {
 		}
 	})
 	mux.HandleFunc("GET /terminal/ws", s.terminalWS)
+	for _, p := range []string{"/cdp/json", "/cdp/json/"} {
+		mux.HandleFunc("GET "+p, s.requireFull(s.cdpJSON))
+		mux.HandleFunc("PUT "+p, s.requireFull(s.cdpJSON))
+	}
+	mux.HandleFunc("GET /cdp", s.requireFull(s.cdpBrowser))
+	mux.HandleFunc("GET /cdp/{$}", s.requireFull(s.cdpBrowser))
+	mux.HandleFunc("GET /cdp/devtools/", s.requireFull(s.cdpDevtools))
 	mux.Handle("GET /", assetHandler(s.log))
 	return mux
 }
@@ -177,24 +187,30 @@ func (s *Server) decorate(r *http.Request, st desktop.Status) desktop.Status {
 // from X-Forwarded-Proto, host from X-Forwarded-Host or Host, prefix from
 // X-Forwarded-Prefix or the panel path.
 func publicBase(r *http.Request, fallback string) string {
-	host := firstValue(r.Header.Get("X-Forwarded-Host"))
+	scheme, host, prefix := publicParts(r, fallback)
+	return scheme + "://" + host + prefix
+}
+
+func publicParts(r *http.Request, fallback string) (scheme, host, prefix string) {
+	prefix = prefixOf(r)
+	host = firstValue(r.Header.Get("X-Forwarded-Host"))
 	if host == "" {
 		host = r.Host
 	}
 	if host == "" || strings.HasPrefix(r.RemoteAddr, "@") || r.RemoteAddr == "" {
-		if fallback != "" {
-			return strings.TrimRight(fallback, "/") + prefixOf(r)
+		if u, err := url.Parse(fallback); err == nil && u.Host != "" {
+			return u.Scheme, u.Host, prefix
 		}
 		host = "127.0.0.1"
 	}
-	scheme := "http"
+	scheme = "http"
 	if r.TLS != nil {
 		scheme = "https"
 	}
 	if p := firstValue(r.Header.Get("X-Forwarded-Proto")); p == "https" || p == "http" {
 		scheme = p
 	}
-	return scheme + "://" + host + prefixOf(r)
+	return scheme, host, prefix
 }
 
 func prefixOf(r *http.Request) string {

@@ -80,6 +80,12 @@ func TestPanelCheck(t *testing.T) {
 		{"tampered", "GET", "/panel/" + tampered + "/vnc.html", 403, "forbidden"},
 		{"other sandbox", "GET", "/panel/" + other + "/vnc.html", 403, "forbidden"},
 		{"unknown path", "GET", "/panel/" + good + "/nope.js", 404, ""},
+		{"cdp: unknown json endpoint", "GET", "/panel/" + good + "/cdp/json/bogus", 404, "no such DevTools endpoint"},
+		{"cdp: bad target id", "GET", "/panel/" + good + "/cdp/json/close/a%2Fb", 404, ""},
+		{"cdp: bad devtools path", "GET", "/panel/" + good + "/cdp/devtools/page/x/y", 404, "no such DevTools target"},
+		{"cdp: devtools without upgrade", "GET", "/panel/" + good + "/cdp/devtools/page/ABC", 400, "WebSocket only"},
+		{"cdp: view token", "GET", "/panel/" + view + "/cdp/json/version", 403, "forbidden"},
+		{"cdp: view token ws", "GET", "/panel/" + view + "/cdp", 403, "forbidden"},
 		{"wrong method", "GET", "/panel/" + good + "/api/desktop/stop", 405, ""},
 	}
 	for _, tt := range tests {

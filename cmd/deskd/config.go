@@ -37,6 +37,7 @@ type Config struct {
 	Shell       string
 	TermIdle    time.Duration
 	AllowOrigin string
+	CDPPing     time.Duration
 	StopDaemon  bool // stop --daemon
 	set         map[string]bool
 }
@@ -83,6 +84,11 @@ func ParseFlags(cmd string, args []string, stderr io.Writer) (*Config, error) {
 		return nil, fmt.Errorf("%s: %w", envName("terminal-idle"), err)
 	}
 	fs.DurationVar(&c.TermIdle, "terminal-idle", idle, "end a terminal session this long after its last viewer left (env DESKD_TERMINAL_IDLE)")
+	ping, err := time.ParseDuration(env("cdp-ping", "20s"))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", envName("cdp-ping"), err)
+	}
+	fs.DurationVar(&c.CDPPing, "cdp-ping", ping, "heartbeat interval on both legs of a CDP relay (env DESKD_CDP_PING)")
 	str(&c.AllowOrigin, "allow-origin", "", "comma-separated extra origins whose pages may open WebSockets")
 	str(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	str(&c.LogFormat, "log-format", "text", "text or json")
@@ -258,7 +264,7 @@ func (c *Config) serveArgs() []string {
 		"--cdp-port=" + strconv.Itoa(c.CDPPort), "--profile-dir=" + c.ProfileDir, "--user=" + c.User,
 		"--no-sandbox=" + strconv.FormatBool(c.NoSandbox), "--sandbox-id=" + c.SandboxID,
 		"--log-level=" + c.LogLevel, "--log-format=" + c.LogFormat,
-		"--shell=" + c.Shell, "--terminal-idle=" + c.TermIdle.String(), "--allow-origin=" + c.AllowOrigin,
+		"--shell=" + c.Shell, "--terminal-idle=" + c.TermIdle.String(), "--allow-origin=" + c.AllowOrigin, "--cdp-ping=" + c.CDPPing.String(),
 	}
 	return args
 }

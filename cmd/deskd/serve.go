@@ -112,6 +112,7 @@ func NewDaemon(cfg *Config, stderr io.Writer) (*Daemon, error) {
 	d.web = web.New(web.Config{
 		Stack: d.stack, Terminal: d.term, Logger: d.log.With("part", "web"), PanelSecret: []byte(cfg.PanelSecret),
 		SandboxID: cfg.SandboxID, HTTPPort: port, BaseURL: "http://" + d.tcp.Addr().String(), AllowOrigins: origins,
+		CDPPing: cfg.CDPPing,
 	})
 	ok = true
 	return d, nil

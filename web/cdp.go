@@ -1,0 +1,175 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cubepod/deskd/cdp"
+	"github.com/cubepod/deskd/desktop"
+)
+
+// CDP routes. Agents reach Chromium's DevTools through here only: it
+// listens on 127.0.0.1 and this relay adds the panel check, heartbeats
+// and URLs that point back through the panel.
+//
+//	/cdp/json[/list], /cdp/json/version, /cdp/json/protocol, /cdp/json/new,
+//	/cdp/json/close/<id>, /cdp/json/activate/<id>     discovery (a trailing / is fine)
+//	/cdp, /cdp/                     WebSocket to the current browser target
+//	/cdp/devtools/{browser,page,...}/<id>   WebSocket to that target
+
+var (
+	jsonPath     = regexp.MustCompile(`^/json(/list|/version|/protocol|/new|/(close|activate)/[A-Za-z0-9._-]{1,128})?$`)
+	devtoolsPath = regexp.MustCompile(`^/devtools/[a-z_]{1,32}/[A-Za-z0-9._-]{1,128}$`)
+)
+
+// chromium makes sure Chromium runs (starting the desktop on the first
+// CDP request) and returns its debugging port.
+func (s *Server) chromium(ctx context.Context) (int, error) {
+	if st := s.cfg.Stack.Status(); st.Pids[desktop.Chromium] == 0 || st.Status != desktop.StatusRunning {
+		ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+		defer cancel()
+		if _, err := s.Activate(ctx, desktop.StartOptions{}); err != nil {
+			return 0, err
+		}
+	}
+	return s.cfg.Stack.CDPPort(), nil
+}
+
+func (s *Server) cdpPublic(r *http.Request) cdp.Public {
+	scheme, host, prefix := publicParts(r, s.cfg.BaseURL)
+	ws := "ws"
+	if scheme == "https" {
+		ws = "wss"
+	}
+	return cdp.Public{Scheme: ws, Host: host, Prefix: prefix}
+}
+
+// cdpJSON proxies Chromium's discovery endpoints and rewrites their URLs.
+func (s *Server) cdpJSON(w http.ResponseWriter, r *http.Request) {
+	rest := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/cdp"), "/")
+	if !jsonPath.MatchString(rest) {
+		http.Error(w, "no such DevTools endpoint", http.StatusNotFound)
+		return
+	}
+	s.cdpDiscovery(w, r, rest)
+}
+
+func (s *Server) cdpDiscovery(w http.ResponseWriter, r *http.Request, rest string) {
+	port, err := s.chromium(r.Context())
+	if err != nil {
+		http.Error(w, "browser not available: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	method := http.MethodGet
+	if rest == "/json/new" {
+		method = http.MethodPut // Chromium refuses GET there
+	}
+	host := "127.0.0.1:" + strconv.Itoa(port)
+	u := &url.URL{Scheme: "http", Host: host, Path: rest, RawQuery: r.URL.RawQuery}
+	req, err := http.NewRequestWithContext(r.Context(), method, u.String(), nil)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	req.Host = host // Chromium builds its ws URLs from Host and accepts only IPs and localhost
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		http.Error(w, "browser not answering: "+err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, cdp.MaxDiscovery+1))
+	if err != nil || len(body) > cdp.MaxDiscovery {
+		http.Error(w, fmt.Sprintf("browser answer unreadable or over %d bytes", cdp.MaxDiscovery), http.StatusBadGateway)
+		return
+	}
+	if resp.StatusCode == http.StatusOK && rest != "/json/protocol" { // the protocol schema holds no URLs
+		if body, err = cdp.RewriteDiscovery(body, s.cdpPublic(r)); err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != "" {
+		w.Header().Set("Content-Type", ct)
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(resp.StatusCode)
+	w.Write(body)
+}
+
+// cdpBrowser: a WebSocket upgrade reaches the current browser target
+// (its id changes with every Chromium start; clients that drop URL
+// prefixes, such as Puppeteer's browserURL and chromedp, land here); a
+// plain GET answers like /json/version.
+func (s *Server) cdpBrowser(w http.ResponseWriter, r *http.Request) {
+	if !isUpgrade(r) {
+		s.cdpDiscovery(w, r, "/json/version")
+		return
+	}
+	port, err := s.chromium(r.Context())
+	if err != nil {
+		http.Error(w, "browser not available: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	v, err := cdp.GetVersion(r.Context(), port)
+	if err != nil {
+		http.Error(w, "browser not answering: "+err.Error(), http.StatusBadGateway)
+		return
+	}
+	u, err := url.Parse(v.WebSocketDebuggerURL)
+	if err != nil {
+		http.Error(w, "browser gave a bad URL", http.StatusBadGateway)
+		return
+	}
+	s.relay(w, r, port, u.Path)
+}
+
+func (s *Server) cdpDevtools(w http.ResponseWriter, r *http.Request) {
+	path := strings.TrimPrefix(r.URL.Path, "/cdp")
+	if !devtoolsPath.MatchString(path) {
+		http.Error(w, "no such DevTools target", http.StatusNotFound)
+		return
+	}
+	if !isUpgrade(r) {
+		http.Error(w, "WebSocket only", http.StatusBadRequest)
+		return
+	}
+	port, err := s.chromium(r.Context())
+	if err != nil {
+		http.Error(w, "browser not available: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	s.relay(w, r, port, path)
+}
+
+// relay dials Chromium first, so a missing target is an HTTP error the
+// agent can read, then accepts the agent and relays until either ends.
+func (s *Server) relay(w http.ResponseWriter, r *http.Request, port int, path string) {
+	dctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	up, err := cdp.DialUpstream(dctx, port, path)
+	cancel()
+	if err != nil {
+		http.Error(w, "browser target: "+err.Error(), http.StatusBadGateway)
+		return
+	}
+	agent, ctx, done, err := s.upgrade(w, r, nil, cdp.MaxMessage)
+	if err != nil {
+		up.CloseNow()
+		return
+	}
+	defer done()
+	defer up.CloseNow()
+	err = cdp.Relay(ctx, agent, up, s.cfg.CDPPing)
+	s.log.Debug("cdp relay ended", "path", path, "why", err)
+}
+
+func isUpgrade(r *http.Request) bool {
+	return strings.EqualFold(r.Header.Get("Upgrade"), "websocket")
+}
