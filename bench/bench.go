@@ -125,6 +125,7 @@ func Run(ctx context.Context, c Config) (Report, error) {
 		{"idle_rss", "x11vnc + websockify (+ ttyd with TTYD=)", idleRSS},
 		{"start", "shell script starting Xvfb, x11vnc, websockify, Chromium", startTime},
 		{"terminal", "ttyd (TTYD=) or a raw PTY read in-process", terminalScenario},
+		{"cdp", "a direct connection to the same Chromium", cdpScenario},
 	} {
 		fmt.Fprintf(c.Log, "== %s\n", s.name)
 		figs, notes, err := s.run(ctx, c)
@@ -138,7 +139,6 @@ func Run(ctx context.Context, c Config) (Report, error) {
 	// Not yet measurable: their servers are separate issues.
 	for name, why := range map[string]string{
 		"rfb": "pending: the RFB server (issue 3) is not built yet",
-		"cdp": "pending: the CDP relay (issue 5) is not built yet",
 	} {
 		r.Scenarios[name] = &Scenario{Status: why}
 	}
