@@ -1,0 +1,329 @@
+package bridge
+
+import (
+	"bytes"
+	"encoding/binary"
+	"image"
+	"image/jpeg"
+
+	"github.com/klauspost/compress/zlib"
+)
+
+// Frame is a BGRX framebuffer: 4 bytes a pixel, blue first, as X gives it.
+type Frame struct {
+	W, H, Stride int
+	Pix          []byte
+}
+
+// NewFrame allocates a w×h frame.
+func NewFrame(w, h int) *Frame { return &Frame{W: w, H: h, Stride: 4 * w, Pix: make([]byte, 4*w*h)} }
+
+// at returns the 4 bytes of pixel (x, y).
+func (f *Frame) at(x, y int) []byte { i := y*f.Stride + 4*x; return f.Pix[i : i+4] }
+
+// bgr is a pixel as 0x00RRGGBB.
+func (f *Frame) bgr(x, y int) uint32 {
+	p := f.at(x, y)
+	return uint32(p[2])<<16 | uint32(p[1])<<8 | uint32(p[0])
+}
+
+// pixelWriter converts 0x00RRGGBB pixels to a client's pixel format.
+type pixelWriter struct {
+	pf    PixelFormat
+	bytes int
+	// tpixel3: Tight's TPIXEL and ZRLE's CPIXEL are 3 bytes for 32 bpp,
+	// depth 24, 8-bit channels.
+	tpixel3 bool
+}
+
+func newPixelWriter(pf PixelFormat) pixelWriter {
+	w := pixelWriter{pf: pf, bytes: int(pf.BPP) / 8}
+	w.tpixel3 = pf.BPP == 32 && pf.Depth <= 24 && pf.TrueColour && pf.RedMax == 255 && pf.GreenMax == 255 && pf.BlueMax == 255
+	return w
+}
+
+// value is the pixel in the client's format, as an integer.
+func (w pixelWriter) value(rgb uint32) uint32 {
+	r, g, b := rgb>>16&0xff, rgb>>8&0xff, rgb&0xff
+	pf := w.pf
+	return (r*uint32(pf.RedMax)+127)/255<<pf.RedShift | (g*uint32(pf.GreenMax)+127)/255<<pf.GreenShift | (b*uint32(pf.BlueMax)+127)/255<<pf.BlueShift
+}
+
+// put appends the PIXEL (bpp/8 bytes in the client's byte order).
+func (w pixelWriter) put(dst []byte, rgb uint32) []byte {
+	v := w.value(rgb)
+	switch w.bytes {
+	case 1:
+		return append(dst, byte(v))
+	case 2:
+		if w.pf.BigEndian {
+			return binary.BigEndian.AppendUint16(dst, uint16(v))
+		}
+		return binary.LittleEndian.AppendUint16(dst, uint16(v))
+	}
+	if w.pf.BigEndian {
+		return binary.BigEndian.AppendUint32(dst, v)
+	}
+	return binary.LittleEndian.AppendUint32(dst, v)
+}
+
+// putCompact appends a TPIXEL/CPIXEL: R, G, B when tpixel3, else a PIXEL.
+func (w pixelWriter) putCompact(dst []byte, rgb uint32) []byte {
+	if w.tpixel3 {
+		return append(dst, byte(rgb>>16), byte(rgb>>8), byte(rgb))
+	}
+	return w.put(dst, rgb)
+}
+
+// encoder holds one client's encoding state: its pixel format and its
+// persistent zlib streams (the client's inflaters keep their dictionaries
+// across rectangles, so each stream must live as long as the connection).
+type encoder struct {
+	pw          pixelWriter
+	quality     int // JPEG quality level 0..9, -1: no JPEG
+	level       int // zlib level
+	zlibStream  *zstream
+	zrleStream  *zstream
+	tightStream [4]*zstream
+	scratch     []byte
+}
+
+func newEncoder(pf PixelFormat) *encoder {
+	return &encoder{pw: newPixelWriter(pf), quality: -1, level: 1}
+}
+
+// zstream is a persistent zlib stream flushed (sync) after each use.
+type zstream struct {
+	buf bytes.Buffer
+	w   *zlib.Writer
+}
+
+func newZstream(level int) *zstream {
+	z := &zstream{}
+	z.w, _ = zlib.NewWriterLevel(&z.buf, level)
+	return z
+}
+
+// compress returns p deflated through the stream, up to a sync flush.
+func (z *zstream) compress(p []byte) []byte {
+	z.buf.Reset()
+	z.w.Write(p)
+	z.w.Flush()
+	return z.buf.Bytes()
+}
+
+func (e *encoder) stream(p **zstream) *zstream {
+	if *p == nil {
+		*p = newZstream(e.level)
+	}
+	return *p
+}
+
+// rawPixels appends rect r of f in the client's pixel format.
+func (e *encoder) rawPixels(dst []byte, f *Frame, r Rect) []byte {
+	for y := r.Y; y < r.Y+r.H; y++ {
+		for x := r.X; x < r.X+r.W; x++ {
+			dst = e.pw.put(dst, f.bgr(x, y))
+		}
+	}
+	return dst
+}
+
+// encodeRaw appends a Raw rectangle body (§7.7.1).
+func (e *encoder) encodeRaw(dst []byte, f *Frame, r Rect) []byte { return e.rawPixels(dst, f, r) }
+
+// encodeZlib appends a Zlib rectangle body: u32 length, then the raw
+// pixels through the connection's zlib stream (rfbproto "Zlib").
+func (e *encoder) encodeZlib(dst []byte, f *Frame, r Rect) []byte {
+	e.scratch = e.rawPixels(e.scratch[:0], f, r)
+	z := e.stream(&e.zlibStream).compress(e.scratch)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(z)))
+	return append(dst, z...)
+}
+
+// palette collects up to max distinct colours of rect r; ok is false when
+// there are more.
+func palette(f *Frame, r Rect, max int) (colours []uint32, index map[uint32]int, ok bool) {
+	index = make(map[uint32]int, max)
+	for y := r.Y; y < r.Y+r.H; y++ {
+		for x := r.X; x < r.X+r.W; x++ {
+			c := f.bgr(x, y)
+			if _, seen := index[c]; !seen {
+				if len(colours) == max {
+					return colours, index, false
+				}
+				index[c] = len(colours)
+				colours = append(colours, c)
+			}
+		}
+	}
+	return colours, index, true
+}
+
+// Tight (rfbproto "Tight Encoding"): a compression-control byte, then
+//
+//	0x80 Fill:  TPIXEL
+//	0x90 JPEG:  compact length, JPEG data
+//	0x40 | stream<<4, filter id (1 palette: u8 n-1, n TPIXELs), data
+//	     stream<<4 (copy filter), data
+//
+// where data under 12 bytes is sent as it is, and longer data is a compact
+// length followed by the bytes deflated through zlib stream 0..3.
+const (
+	tightFill       = 0x80
+	tightJPEG       = 0x90
+	tightExplicit   = 0x40
+	tightPalette    = 1
+	tightMinToZlib  = 12
+	tightMaxPalette = 16 // more colours than this: JPEG, or copy
+)
+
+// jpegQualities maps a client's quality level 0..9 to JPEG quality.
+var jpegQualities = [10]int{15, 29, 41, 42, 62, 77, 79, 86, 92, 100}
+
+// encodeTight appends one Tight rectangle body for r. Callers keep r at
+// most 2048 pixels wide (the protocol's limit) and small enough to
+// choose per tile: solid fills, few colours go lossless through a
+// palette, photo-like content goes JPEG when the client allows it.
+func (e *encoder) encodeTight(dst []byte, f *Frame, r Rect) []byte {
+	colours, index, few := palette(f, r, tightMaxPalette)
+	switch {
+	case few && len(colours) == 1:
+		return e.pw.putCompact(append(dst, tightFill), colours[0])
+	case few:
+		dst = append(dst, tightExplicit|1<<4, tightPalette, byte(len(colours)-1))
+		for _, c := range colours {
+			dst = e.pw.putCompact(dst, c)
+		}
+		e.scratch = packIndices(e.scratch[:0], f, r, index, len(colours))
+		return e.tightData(dst, 1, e.scratch)
+	case e.quality >= 0 && e.pw.tpixel3 && r.W >= 8 && r.H >= 8:
+		return e.tightJPEG(dst, f, r)
+	}
+	e.scratch = e.scratch[:0]
+	for y := r.Y; y < r.Y+r.H; y++ {
+		for x := r.X; x < r.X+r.W; x++ {
+			e.scratch = e.pw.putCompact(e.scratch, f.bgr(x, y))
+		}
+	}
+	return e.tightData(append(dst, 0<<4), 0, e.scratch)
+}
+
+// packIndices writes palette indices: 1 bit a pixel (rows padded to a
+// byte, MSB first) for 2 colours, else a byte a pixel.
+func packIndices(dst []byte, f *Frame, r Rect, index map[uint32]int, n int) []byte {
+	for y := r.Y; y < r.Y+r.H; y++ {
+		if n == 2 {
+			var b byte
+			bits := 0
+			for x := r.X; x < r.X+r.W; x++ {
+				b = b<<1 | byte(index[f.bgr(x, y)])
+				if bits++; bits == 8 {
+					dst, b, bits = append(dst, b), 0, 0
+				}
+			}
+			if bits > 0 {
+				dst = append(dst, b<<(8-bits))
+			}
+			continue
+		}
+		for x := r.X; x < r.X+r.W; x++ {
+			dst = append(dst, byte(index[f.bgr(x, y)]))
+		}
+	}
+	return dst
+}
+
+func (e *encoder) tightData(dst []byte, stream int, data []byte) []byte {
+	if len(data) < tightMinToZlib {
+		return append(dst, data...)
+	}
+	z := e.stream(&e.tightStream[stream]).compress(data)
+	return append(compactLen(dst, len(z)), z...)
+}
+
+// compactLen appends Tight's 1-3 byte length (7 bits a byte, low first).
+func compactLen(dst []byte, n int) []byte {
+	for i := 0; i < 2 && n >= 0x80; i++ {
+		dst = append(dst, byte(n)|0x80)
+		n >>= 7
+	}
+	return append(dst, byte(n))
+}
+
+func (e *encoder) tightJPEG(dst []byte, f *Frame, r Rect) []byte {
+	img := image.NewRGBA(image.Rect(0, 0, r.W, r.H))
+	for y := 0; y < r.H; y++ {
+		row := f.Pix[(r.Y+y)*f.Stride+4*r.X:]
+		out := img.Pix[y*img.Stride:]
+		for x := 0; x < r.W; x++ {
+			out[4*x], out[4*x+1], out[4*x+2], out[4*x+3] = row[4*x+2], row[4*x+1], row[4*x], 0xff
+		}
+	}
+	var buf bytes.Buffer
+	jpeg.Encode(&buf, img, &jpeg.Options{Quality: jpegQualities[e.quality]})
+	dst = append(dst, tightJPEG)
+	return append(compactLen(dst, buf.Len()), buf.Bytes()...)
+}
+
+// ZRLE (RFC 6143 §7.7.6): u32 length, then zlib data of 64×64 tiles, each
+// a subencoding byte and its pixels as CPIXELs:
+//
+//	0      raw CPIXELs
+//	1      solid: one CPIXEL
+//	2..16  packed palette: n CPIXELs, indices of 1, 2 or 4 bits (rows padded)
+const zrleTile = 64
+
+func (e *encoder) encodeZRLE(dst []byte, f *Frame, r Rect) []byte {
+	e.scratch = e.scratch[:0]
+	for ty := r.Y; ty < r.Y+r.H; ty += zrleTile {
+		for tx := r.X; tx < r.X+r.W; tx += zrleTile {
+			t := Rect{tx, ty, min(zrleTile, r.X+r.W-tx), min(zrleTile, r.Y+r.H-ty)}
+			e.scratch = e.zrleTileData(e.scratch, f, t)
+		}
+	}
+	z := e.stream(&e.zrleStream).compress(e.scratch)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(z)))
+	return append(dst, z...)
+}
+
+func (e *encoder) zrleTileData(dst []byte, f *Frame, t Rect) []byte {
+	colours, index, few := palette(f, t, 16)
+	if few && len(colours) == 1 {
+		return e.pw.putCompact(append(dst, 1), colours[0])
+	}
+	if few {
+		dst = append(dst, byte(len(colours)))
+		for _, c := range colours {
+			dst = e.pw.putCompact(dst, c)
+		}
+		bits := 4
+		switch {
+		case len(colours) <= 2:
+			bits = 1
+		case len(colours) <= 4:
+			bits = 2
+		}
+		for y := t.Y; y < t.Y+t.H; y++ {
+			var b byte
+			n := 0
+			for x := t.X; x < t.X+t.W; x++ {
+				b = b<<bits | byte(index[f.bgr(x, y)])
+				if n += bits; n == 8 {
+					dst, b, n = append(dst, b), 0, 0
+				}
+			}
+			if n > 0 {
+				dst = append(dst, b<<(8-n))
+			}
+		}
+		return dst
+	}
+	dst = append(dst, 0)
+	for y := t.Y; y < t.Y+t.H; y++ {
+		for x := t.X; x < t.X+t.W; x++ {
+			dst = e.pw.putCompact(dst, f.bgr(x, y))
+		}
+	}
+	return dst
+}

@@ -1,0 +1,374 @@
+package bridge
+
+import (
+	"bytes"
+	"compress/zlib"
+	"encoding/binary"
+	"image/jpeg"
+	"io"
+	"math/rand/v2"
+	"testing"
+)
+
+// testFrame paints regions of different kinds: a solid block, two-colour
+// "text", a few-colour area and noise (photo-like).
+func testFrame(w, h int) *Frame {
+	f := NewFrame(w, h)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for y := 0; y < h; y++ {
+		for x := 0; x < w; x++ {
+			var c uint32
+			switch {
+			case x < w/4:
+				c = 0x336699
+			case x < w/2:
+				if (x/3+y/5)%2 == 0 {
+					c = 0xffffff
+				} else {
+					c = 0x101010
+				}
+			case x < 3*w/4:
+				c = []uint32{0xff0000, 0x00ff00, 0x0000ff, 0xffff00, 0x808080}[(x*y/7)%5]
+			default:
+				c = rng.Uint32() & 0xffffff
+			}
+			p := f.at(x, y)
+			p[0], p[1], p[2], p[3] = byte(c), byte(c>>8), byte(c>>16), 0xAA // X byte is garbage
+		}
+	}
+	return f
+}
+
+// inflater is a client's persistent zlib stream.
+type inflater struct {
+	in bytes.Buffer
+	r  io.Reader
+}
+
+func (z *inflater) inflate(t *testing.T, chunk []byte, n int) []byte {
+	t.Helper()
+	z.in.Write(chunk)
+	if z.r == nil {
+		r, err := zlib.NewReader(&z.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		z.r = r
+	}
+	out := make([]byte, n)
+	if _, err := io.ReadFull(z.r, out); err != nil {
+		t.Fatalf("inflate %d bytes: %v", n, err)
+	}
+	return out
+}
+
+// readPixel decodes one PIXEL of pf to 0x00RRGGBB (at pf's precision).
+func readPixel(pf PixelFormat, b []byte) uint32 {
+	var v uint32
+	switch pf.BPP {
+	case 8:
+		v = uint32(b[0])
+	case 16:
+		if pf.BigEndian {
+			v = uint32(binary.BigEndian.Uint16(b))
+		} else {
+			v = uint32(binary.LittleEndian.Uint16(b))
+		}
+	default:
+		if pf.BigEndian {
+			v = binary.BigEndian.Uint32(b)
+		} else {
+			v = binary.LittleEndian.Uint32(b)
+		}
+	}
+	ch := func(shift uint8, max uint16) uint32 { return (v>>shift&uint32(max))*255/uint32(max) }
+	return ch(pf.RedShift, pf.RedMax)<<16 | ch(pf.GreenShift, pf.GreenMax)<<8 | ch(pf.BlueShift, pf.BlueMax)
+}
+
+// quantise is what a pixel looks like after the trip through pf.
+func quantise(pf PixelFormat, rgb uint32) uint32 {
+	var b []byte
+	b = newPixelWriter(pf).put(b, rgb)
+	return readPixel(pf, b)
+}
+
+var (
+	noVNCFormat = PixelFormat{BPP: 32, Depth: 24, TrueColour: true, RedMax: 255, GreenMax: 255, BlueMax: 255, RedShift: 0, GreenShift: 8, BlueShift: 16}
+	bgr233      = PixelFormat{BPP: 8, Depth: 8, TrueColour: true, RedMax: 7, GreenMax: 7, BlueMax: 3, RedShift: 0, GreenShift: 3, BlueShift: 6}
+	rgb565BE    = PixelFormat{BPP: 16, Depth: 16, BigEndian: true, TrueColour: true, RedMax: 31, GreenMax: 63, BlueMax: 31, RedShift: 11, GreenShift: 5, BlueShift: 0}
+	formats     = map[string]PixelFormat{"server": ServerFormat, "noVNC": noVNCFormat, "bgr233": bgr233, "rgb565be": rgb565BE}
+)
+
+func checkPixels(t *testing.T, pf PixelFormat, f *Frame, r Rect, got []uint32, tolerance int) {
+	t.Helper()
+	bad := 0
+	for i, c := range got {
+		x, y := r.X+i%r.W, r.Y+i/r.W
+		want := quantise(pf, f.bgr(x, y))
+		if diff(c, want) > tolerance {
+			if bad++; bad < 4 {
+				t.Errorf("pixel (%d,%d) = %06x, want %06x", x, y, c, want)
+			}
+		}
+	}
+	if len(got) != r.W*r.H {
+		t.Fatalf("decoded %d pixels, want %d", len(got), r.W*r.H)
+	}
+}
+
+func diff(a, b uint32) int {
+	d := 0
+	for s := 0; s < 24; s += 8 {
+		x, y := int(a>>s&0xff), int(b>>s&0xff)
+		d = max(d, max(x-y, y-x))
+	}
+	return d
+}
+
+func TestRawAndZlibRoundTrip(t *testing.T) {
+	f := testFrame(130, 70)
+	for name, pf := range formats {
+		t.Run(name, func(t *testing.T) {
+			e := newEncoder(pf)
+			var z inflater
+			bpp := int(pf.BPP) / 8
+			for _, r := range []Rect{{0, 0, 130, 70}, {5, 7, 33, 21}, {129, 69, 1, 1}} {
+				raw := e.encodeRaw(nil, f, r)
+				checkPixels(t, pf, f, r, pixels(pf, raw), 0)
+				body := e.encodeZlib(nil, f, r)
+				n := binary.BigEndian.Uint32(body)
+				if int(n) != len(body)-4 {
+					t.Fatalf("zlib length %d, body %d", n, len(body)-4)
+				}
+				checkPixels(t, pf, f, r, pixels(pf, z.inflate(t, body[4:], r.W*r.H*bpp)), 0)
+			}
+		})
+	}
+}
+
+func pixels(pf PixelFormat, b []byte) []uint32 {
+	bpp := int(pf.BPP) / 8
+	out := make([]uint32, 0, len(b)/bpp)
+	for i := 0; i+bpp <= len(b); i += bpp {
+		out = append(out, readPixel(pf, b[i:]))
+	}
+	return out
+}
+
+// tightDecoder decodes what encodeTight writes, as a viewer would.
+type tightDecoder struct {
+	z  [4]inflater
+	pf PixelFormat
+}
+
+func (d *tightDecoder) compact(b []byte) (int, []byte) {
+	n, i := 0, 0
+	for ; i < 3; i++ {
+		n |= int(b[i]&0x7f) << (7 * i)
+		if b[i]&0x80 == 0 || i == 2 {
+			if i == 2 {
+				n = n&0x3fff | int(b[2])<<14
+			}
+			break
+		}
+	}
+	return n, b[i+1:]
+}
+
+func (d *tightDecoder) tpixels(b []byte, n int) ([]uint32, []byte) {
+	out := make([]uint32, n)
+	for i := range out {
+		if newPixelWriter(d.pf).tpixel3 {
+			out[i] = uint32(b[0])<<16 | uint32(b[1])<<8 | uint32(b[2])
+			b = b[3:]
+		} else {
+			bpp := int(d.pf.BPP) / 8
+			out[i] = readPixel(d.pf, b)
+			b = b[bpp:]
+		}
+	}
+	return out, b
+}
+
+func (d *tightDecoder) data(t *testing.T, stream int, b []byte, n int) ([]byte, []byte) {
+	if n < tightMinToZlib {
+		return b[:n], b[n:]
+	}
+	l, b := d.compact(b)
+	return d.z[stream].inflate(t, b[:l], n), b[l:]
+}
+
+// decode returns the rectangle's pixels, whether it was JPEG, and the rest.
+func (d *tightDecoder) decode(t *testing.T, b []byte, r Rect) ([]uint32, bool, []byte) {
+	t.Helper()
+	ctl := b[0]
+	b = b[1:]
+	switch {
+	case ctl == tightFill:
+		px, rest := d.tpixels(b, 1)
+		out := make([]uint32, r.W*r.H)
+		for i := range out {
+			out[i] = px[0]
+		}
+		return out, false, rest
+	case ctl == tightJPEG:
+		l, b := d.compact(b)
+		img, err := jpeg.Decode(bytes.NewReader(b[:l]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := make([]uint32, 0, r.W*r.H)
+		for y := 0; y < r.H; y++ {
+			for x := 0; x < r.W; x++ {
+				cr, cg, cb, _ := img.At(x, y).RGBA()
+				out = append(out, (cr>>8)<<16|(cg>>8)<<8|cb>>8)
+			}
+		}
+		return out, true, b[l:]
+	case ctl&0x80 != 0:
+		t.Fatalf("bad control byte %#x", ctl)
+	}
+	stream := int(ctl >> 4 & 3)
+	if ctl&tightExplicit != 0 && b[0] == tightPalette {
+		n := int(b[1]) + 1
+		pal, b := d.tpixels(b[2:], n)
+		row := r.W
+		if n == 2 {
+			row = (r.W + 7) / 8
+		}
+		idx, rest := d.data(t, stream, b, row*r.H)
+		out := make([]uint32, 0, r.W*r.H)
+		for y := 0; y < r.H; y++ {
+			for x := 0; x < r.W; x++ {
+				if n == 2 {
+					out = append(out, pal[idx[y*row+x/8]>>(7-x%8)&1])
+				} else {
+					out = append(out, pal[idx[y*row+x]])
+				}
+			}
+		}
+		return out, false, rest
+	}
+	size := 3
+	if !newPixelWriter(d.pf).tpixel3 {
+		size = int(d.pf.BPP) / 8
+	}
+	raw, rest := d.data(t, stream, b, r.W*r.H*size)
+	px, _ := d.tpixels(raw, r.W*r.H)
+	return px, false, rest
+}
+
+func TestTightRoundTrip(t *testing.T) {
+	f := testFrame(256, 64)
+	tiles := map[string]Rect{"solid": {0, 0, 64, 64}, "text": {64, 0, 64, 64}, "few colours": {128, 0, 64, 64}, "photo": {192, 0, 64, 64}, "tiny": {0, 0, 2, 2}, "text, odd width": {64, 3, 37, 23}, "few colours, odd": {131, 5, 13, 9}}
+	for _, quality := range []int{-1, 6} {
+		for name, pf := range map[string]PixelFormat{"noVNC": noVNCFormat, "server": ServerFormat, "rgb565be": rgb565BE} {
+			e := newEncoder(pf)
+			e.quality = quality
+			d := &tightDecoder{pf: pf}
+			for tile, r := range tiles {
+				body := e.encodeTight(nil, f, r)
+				px, wasJPEG, rest := d.decode(t, body, r)
+				if len(rest) != 0 {
+					t.Fatalf("%s/%s: %d bytes left after the rectangle", name, tile, len(rest))
+				}
+				tol := 0
+				if wasJPEG {
+					tol = 255 // noise does not survive JPEG; mean error checked below
+					if quality < 0 {
+						t.Fatalf("%s/%s: JPEG without a quality level", name, tile)
+					}
+				}
+				if tile != "photo" && wasJPEG {
+					t.Fatalf("%s/%s: lossless content sent as JPEG", name, tile)
+				}
+				checkPixels(t, pf, f, r, px, tol)
+			}
+		}
+	}
+}
+
+func TestZRLERoundTrip(t *testing.T) {
+	f := testFrame(200, 150)
+	for name, pf := range map[string]PixelFormat{"noVNC": noVNCFormat, "server": ServerFormat, "rgb565be": rgb565BE} {
+		e := newEncoder(pf)
+		var z inflater
+		for _, r := range []Rect{{0, 0, 200, 150}, {30, 40, 70, 90}} {
+			body := e.encodeZRLE(nil, f, r)
+			n := binary.BigEndian.Uint32(body)
+			// The decoder below pulls bytes from the stream as it parses.
+			z.in.Write(body[4 : 4+n])
+			if z.r == nil {
+				z.r, _ = zlib.NewReader(&z.in)
+			}
+			got := make([]uint32, r.W*r.H)
+			cp := 3
+			if !newPixelWriter(pf).tpixel3 {
+				cp = int(pf.BPP) / 8
+			}
+			readCP := func() uint32 {
+				b := make([]byte, cp)
+				io.ReadFull(z.r, b)
+				if cp == 3 && newPixelWriter(pf).tpixel3 {
+					return uint32(b[0])<<16 | uint32(b[1])<<8 | uint32(b[2])
+				}
+				return readPixel(pf, b)
+			}
+			for ty := 0; ty < r.H; ty += 64 {
+				for tx := 0; tx < r.W; tx += 64 {
+					tw, th := min(64, r.W-tx), min(64, r.H-ty)
+					var sub [1]byte
+					io.ReadFull(z.r, sub[:])
+					set := func(x, y int, c uint32) { got[(ty+y)*r.W+tx+x] = c }
+					switch s := int(sub[0]); {
+					case s == 0:
+						for y := 0; y < th; y++ {
+							for x := 0; x < tw; x++ {
+								set(x, y, readCP())
+							}
+						}
+					case s == 1:
+						c := readCP()
+						for y := 0; y < th; y++ {
+							for x := 0; x < tw; x++ {
+								set(x, y, c)
+							}
+						}
+					case s <= 16:
+						pal := make([]uint32, s)
+						for i := range pal {
+							pal[i] = readCP()
+						}
+						bits := map[bool]int{true: 1}[s <= 2]
+						if bits == 0 {
+							bits = map[bool]int{true: 2, false: 4}[s <= 4]
+						}
+						row := make([]byte, (tw*bits+7)/8)
+						for y := 0; y < th; y++ {
+							io.ReadFull(z.r, row)
+							for x := 0; x < tw; x++ {
+								bit := x * bits
+								set(x, y, pal[int(row[bit/8]>>(8-bits-bit%8))&(1<<bits-1)])
+							}
+						}
+					default:
+						t.Fatalf("subencoding %d", s)
+					}
+				}
+			}
+			checkPixels(t, pf, f, r, got, 0)
+			_ = name
+		}
+	}
+}
+
+func TestCompactLen(t *testing.T) {
+	d := &tightDecoder{}
+	for _, n := range []int{0, 1, 127, 128, 16383, 16384, 4194303} {
+		b := compactLen(nil, n)
+		got, rest := d.compact(append(b, 0xEE))
+		if got != n || len(rest) != 1 || len(b) > 3 {
+			t.Errorf("compactLen(%d) = %x decodes to %d", n, b, got)
+		}
+	}
+}
