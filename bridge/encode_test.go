@@ -81,7 +81,7 @@ func readPixel(pf PixelFormat, b []byte) uint32 {
 			v = binary.LittleEndian.Uint32(b)
 		}
 	}
-	ch := func(shift uint8, max uint16) uint32 { return (v>>shift&uint32(max))*255/uint32(max) }
+	ch := func(shift uint8, max uint16) uint32 { return (v >> shift & uint32(max)) * 255 / uint32(max) }
 	return ch(pf.RedShift, pf.RedMax)<<16 | ch(pf.GreenShift, pf.GreenMax)<<8 | ch(pf.BlueShift, pf.BlueMax)
 }
 
@@ -161,59 +161,82 @@ type tightDecoder struct {
 	pf PixelFormat
 }
 
+// compact parses Tight's compact length from the front of b.
 func (d *tightDecoder) compact(b []byte) (int, []byte) {
-	n, i := 0, 0
-	for ; i < 3; i++ {
-		n |= int(b[i]&0x7f) << (7 * i)
-		if b[i]&0x80 == 0 || i == 2 {
-			if i == 2 {
-				n = n&0x3fff | int(b[2])<<14
-			}
+	i := 0
+	n := readCompact(func(int) []byte { i++; return b[i-1 : i] })
+	return n, b[i:]
+}
+
+// readCompact reads a 1-3 byte compact length through next.
+func readCompact(next func(int) []byte) int {
+	n := 0
+	for i := 0; i < 3; i++ {
+		c := next(1)[0]
+		if i == 2 {
+			return n | int(c)<<14
+		}
+		n |= int(c&0x7f) << (7 * i)
+		if c&0x80 == 0 {
 			break
 		}
 	}
-	return n, b[i+1:]
+	return n
 }
 
-func (d *tightDecoder) tpixels(b []byte, n int) ([]uint32, []byte) {
-	out := make([]uint32, n)
-	for i := range out {
-		if newPixelWriter(d.pf).tpixel3 {
-			out[i] = uint32(b[0])<<16 | uint32(b[1])<<8 | uint32(b[2])
-			b = b[3:]
-		} else {
-			bpp := int(d.pf.BPP) / 8
-			out[i] = readPixel(d.pf, b)
-			b = b[bpp:]
-		}
-	}
-	return out, b
-}
-
-func (d *tightDecoder) data(t *testing.T, stream int, b []byte, n int) ([]byte, []byte) {
-	if n < tightMinToZlib {
-		return b[:n], b[n:]
-	}
-	l, b := d.compact(b)
-	return d.z[stream].inflate(t, b[:l], n), b[l:]
-}
-
-// decode returns the rectangle's pixels, whether it was JPEG, and the rest.
+// decode decodes one rectangle body at the front of b.
 func (d *tightDecoder) decode(t *testing.T, b []byte, r Rect) ([]uint32, bool, []byte) {
 	t.Helper()
-	ctl := b[0]
-	b = b[1:]
+	next := func(n int) []byte {
+		if n > len(b) {
+			t.Fatalf("rectangle truncated: need %d bytes, %d left", n, len(b))
+		}
+		out := b[:n]
+		b = b[n:]
+		return out
+	}
+	px, jpeg := d.decodeFrom(t, next, r)
+	return px, jpeg, b
+}
+
+// decodeFrom decodes one rectangle body, reading exactly what it needs.
+func (d *tightDecoder) decodeFrom(t *testing.T, next func(int) []byte, r Rect) ([]uint32, bool) {
+	t.Helper()
+	tp3 := newPixelWriter(d.pf).tpixel3
+	size := 3
+	if !tp3 {
+		size = int(d.pf.BPP) / 8
+	}
+	tpixels := func(b []byte) []uint32 {
+		out := make([]uint32, len(b)/size)
+		for i := range out {
+			p := b[i*size:]
+			if tp3 {
+				out[i] = uint32(p[0])<<16 | uint32(p[1])<<8 | uint32(p[2])
+			} else {
+				out[i] = readPixel(d.pf, p)
+			}
+		}
+		return out
+	}
+	data := func(stream, n int) []byte {
+		if n < tightMinToZlib {
+			return next(n)
+		}
+		l := readCompact(next)
+		return d.z[stream].inflate(t, next(l), n)
+	}
+	ctl := next(1)[0]
 	switch {
 	case ctl == tightFill:
-		px, rest := d.tpixels(b, 1)
+		c := tpixels(next(size))[0]
 		out := make([]uint32, r.W*r.H)
 		for i := range out {
-			out[i] = px[0]
+			out[i] = c
 		}
-		return out, false, rest
+		return out, false
 	case ctl == tightJPEG:
-		l, b := d.compact(b)
-		img, err := jpeg.Decode(bytes.NewReader(b[:l]))
+		img, err := jpeg.Decode(bytes.NewReader(next(readCompact(next))))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -224,19 +247,22 @@ func (d *tightDecoder) decode(t *testing.T, b []byte, r Rect) ([]uint32, bool, [
 				out = append(out, (cr>>8)<<16|(cg>>8)<<8|cb>>8)
 			}
 		}
-		return out, true, b[l:]
+		return out, true
 	case ctl&0x80 != 0:
 		t.Fatalf("bad control byte %#x", ctl)
 	}
 	stream := int(ctl >> 4 & 3)
-	if ctl&tightExplicit != 0 && b[0] == tightPalette {
-		n := int(b[1]) + 1
-		pal, b := d.tpixels(b[2:], n)
+	if ctl&tightExplicit != 0 {
+		if f := next(1)[0]; f != tightPalette {
+			t.Fatalf("filter %d", f)
+		}
+		n := int(next(1)[0]) + 1
+		pal := tpixels(next(n * size))
 		row := r.W
 		if n == 2 {
 			row = (r.W + 7) / 8
 		}
-		idx, rest := d.data(t, stream, b, row*r.H)
+		idx := data(stream, row*r.H)
 		out := make([]uint32, 0, r.W*r.H)
 		for y := 0; y < r.H; y++ {
 			for x := 0; x < r.W; x++ {
@@ -247,15 +273,9 @@ func (d *tightDecoder) decode(t *testing.T, b []byte, r Rect) ([]uint32, bool, [
 				}
 			}
 		}
-		return out, false, rest
+		return out, false
 	}
-	size := 3
-	if !newPixelWriter(d.pf).tpixel3 {
-		size = int(d.pf.BPP) / 8
-	}
-	raw, rest := d.data(t, stream, b, r.W*r.H*size)
-	px, _ := d.tpixels(raw, r.W*r.H)
-	return px, false, rest
+	return tpixels(data(stream, r.W*r.H*size)), false
 }
 
 func TestTightRoundTrip(t *testing.T) {

@@ -1,0 +1,356 @@
+package bridge
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/des"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+)
+
+// Screen is what the server shows and drives: x11 implements it for a
+// real X display; tests use an in-memory one.
+type Screen interface {
+	Size() (w, h int)
+	// Capture copies r of the screen into dst, at r's coordinates.
+	Capture(r Rect, dst *Frame) error
+	// Damage delivers rectangles that may have changed. The server
+	// compares tiles, so an over-estimate costs only a capture.
+	Damage() <-chan Rect
+	Key(keysym uint32, down bool) error
+	Pointer(x, y int, buttons uint8) error
+}
+
+// Config configures a Server.
+type Config struct {
+	Name     string // desktop name shown by viewers
+	Password string // VNC authentication when set (at most 8 bytes count)
+	Logger   *slog.Logger
+}
+
+// Server serves one Screen to any number of viewers.
+type Server struct {
+	cfg    Config
+	log    *slog.Logger
+	screen Screen
+
+	mu      sync.RWMutex // guards fb and clients
+	fb      *Frame
+	clients map[*client]struct{}
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// tile is the unit of change detection and of dirty tracking.
+const tile = 64
+
+// NewServer captures the screen once and starts the capture loop; Close
+// stops it.
+func NewServer(screen Screen, cfg Config) (*Server, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Name == "" {
+		cfg.Name = "deskd"
+	}
+	w, h := screen.Size()
+	s := &Server{cfg: cfg, log: cfg.Logger, screen: screen, fb: NewFrame(w, h), clients: map[*client]struct{}{}}
+	if err := screen.Capture(Rect{0, 0, w, h}, s.fb); err != nil {
+		return nil, fmt.Errorf("rfb: first capture: %w", err)
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.wg.Add(1)
+	go s.captureLoop()
+	return s, nil
+}
+
+// Close stops the capture loop. Connections end with their contexts.
+func (s *Server) Close() {
+	s.cancel()
+	s.wg.Wait()
+}
+
+// captureLoop turns damage into changed tiles in the shared framebuffer
+// and marks them dirty for every client.
+func (s *Server) captureLoop() {
+	defer s.wg.Done()
+	scratch := NewFrame(s.fb.W, s.fb.H)
+	for {
+		var damaged []Rect
+		select {
+		case <-s.ctx.Done():
+			return
+		case r, ok := <-s.screen.Damage():
+			if !ok {
+				return
+			}
+			damaged = append(damaged, r)
+		}
+		// Coalesce whatever else is queued: a burst is captured once.
+	drain:
+		for len(damaged) < 1024 {
+			select {
+			case r := <-s.screen.Damage():
+				damaged = append(damaged, r)
+			default:
+				break drain
+			}
+		}
+		changed := s.capture(damaged, scratch)
+		if len(changed) == 0 {
+			continue
+		}
+		s.mu.RLock()
+		for c := range s.clients {
+			c.markDirty(changed)
+		}
+		s.mu.RUnlock()
+	}
+}
+
+// capture grabs the damaged area and returns the tiles that differ from
+// the shared framebuffer, which it updates.
+func (s *Server) capture(damaged []Rect, scratch *Frame) []Rect {
+	full := Rect{0, 0, s.fb.W, s.fb.H}
+	var box Rect
+	for _, r := range damaged {
+		r = r.Intersect(full)
+		if r.Empty() {
+			continue
+		}
+		if box.Empty() {
+			box = r
+		} else {
+			box = union(box, r)
+		}
+	}
+	if box.Empty() {
+		return nil
+	}
+	// Align to tiles so compares and copies are whole tiles.
+	x0, y0 := box.X/tile*tile, box.Y/tile*tile
+	x1, y1 := min(full.W, (box.X+box.W+tile-1)/tile*tile), min(full.H, (box.Y+box.H+tile-1)/tile*tile)
+	box = Rect{x0, y0, x1 - x0, y1 - y0}
+	if err := s.screen.Capture(box, scratch); err != nil {
+		s.log.Warn("capture failed", "rect", box, "err", err)
+		return nil
+	}
+	var changed []Rect
+	s.mu.Lock()
+	for ty := box.Y; ty < box.Y+box.H; ty += tile {
+		for tx := box.X; tx < box.X+box.W; tx += tile {
+			t := Rect{tx, ty, min(tile, full.W-tx), min(tile, full.H-ty)}
+			if copyIfChanged(s.fb, scratch, t) {
+				changed = append(changed, t)
+			}
+		}
+	}
+	s.mu.Unlock()
+	return changed
+}
+
+func union(a, b Rect) Rect {
+	x0, y0 := min(a.X, b.X), min(a.Y, b.Y)
+	x1, y1 := max(a.X+a.W, b.X+b.W), max(a.Y+a.H, b.Y+b.H)
+	return Rect{x0, y0, x1 - x0, y1 - y0}
+}
+
+// copyIfChanged copies tile t from src to dst when it differs, ignoring
+// the undefined X byte.
+func copyIfChanged(dst, src *Frame, t Rect) bool {
+	changed := false
+	for y := t.Y; y < t.Y+t.H; y++ {
+		a := dst.Pix[y*dst.Stride+4*t.X : y*dst.Stride+4*(t.X+t.W)]
+		b := src.Pix[y*src.Stride+4*t.X : y*src.Stride+4*(t.X+t.W)]
+		if !changed {
+			for i := 0; i < len(a); i += 4 {
+				if a[i] != b[i] || a[i+1] != b[i+1] || a[i+2] != b[i+2] {
+					changed = true
+					break
+				}
+			}
+		}
+		if changed {
+			copy(a, b)
+		}
+	}
+	return changed
+}
+
+// ConnOptions are per connection.
+type ConnOptions struct {
+	ViewOnly bool // input is ignored
+}
+
+// HandshakeTimeout bounds the handshake.
+const HandshakeTimeout = 10 * time.Second
+
+// Serve runs one viewer on conn until it leaves or ctx ends.
+func (s *Server) Serve(ctx context.Context, conn net.Conn, o ConnOptions) error {
+	defer conn.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+
+	br := bufio.NewReaderSize(conn, 64<<10)
+	bw := bufio.NewWriterSize(conn, 256<<10)
+	conn.SetDeadline(time.Now().Add(HandshakeTimeout))
+	if err := s.handshake(br, bw); err != nil {
+		return err
+	}
+	conn.SetDeadline(time.Time{})
+
+	s.mu.Lock()
+	w, h := s.fb.W, s.fb.H
+	c := &client{s: s, bw: bw, enc: newEncoder(ServerFormat), viewOnly: o.ViewOnly,
+		dirty: newTiles(w, h), snap: NewFrame(w, h), wake: make(chan struct{}, 1)}
+	s.clients[c] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.clients, c)
+		s.mu.Unlock()
+	}()
+
+	errc := make(chan error, 2)
+	go func() { errc <- c.readLoop(ctx, br) }() // ends when conn closes
+	go func() { errc <- c.writeLoop(ctx) }()    // ends with ctx
+	err := <-errc
+	cancel()
+	conn.Close()
+	<-errc
+	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// handshake runs §7.1-7.3: version, security, ClientInit, ServerInit.
+func (s *Server) handshake(br *bufio.Reader, bw *bufio.Writer) error {
+	bw.WriteString(version38)
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	var v [12]byte
+	if _, err := io.ReadFull(br, v[:]); err != nil {
+		return fmt.Errorf("rfb: read version: %w", err)
+	}
+	var minor int
+	switch string(v[:]) {
+	case version33:
+		minor = 3
+	case version37:
+		minor = 7
+	case version38, "RFB 003.889\n": // Apple's viewer speaks 3.8
+		minor = 8
+	default:
+		if bytes.HasPrefix(v[:], []byte("RFB 003.")) {
+			minor = 3 // unknown minor versions fall back to 3.3 (§7.1.1)
+		} else {
+			return fmt.Errorf("%w: not an RFB client (%q)", ErrProtocol, v[:])
+		}
+	}
+	sec := byte(SecNone)
+	if s.cfg.Password != "" {
+		sec = SecVNCAuth
+	}
+	be := binary.BigEndian
+	if minor == 3 {
+		bw.Write(be.AppendUint32(nil, uint32(sec)))
+	} else {
+		bw.Write([]byte{1, sec})
+		if err := bw.Flush(); err != nil {
+			return err
+		}
+		choice, err := br.ReadByte()
+		if err != nil {
+			return err
+		}
+		if choice != sec {
+			return fmt.Errorf("%w: client chose security type %d", ErrProtocol, choice)
+		}
+	}
+	if sec == SecVNCAuth {
+		if err := s.vncAuth(br, bw, minor); err != nil {
+			return err
+		}
+	} else if minor == 8 {
+		bw.Write(be.AppendUint32(nil, 0)) // SecurityResult OK
+	}
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	if _, err := br.ReadByte(); err != nil { // ClientInit: shared flag (always shared here)
+		return err
+	}
+	s.mu.RLock()
+	w, h := s.fb.W, s.fb.H
+	s.mu.RUnlock()
+	init := be.AppendUint16(nil, uint16(w))
+	init = be.AppendUint16(init, uint16(h))
+	init = append(init, ServerFormat.marshal()...)
+	init = be.AppendUint32(init, uint32(len(s.cfg.Name)))
+	init = append(init, s.cfg.Name...)
+	bw.Write(init)
+	return bw.Flush()
+}
+
+// vncAuth is §7.2.2: a 16-byte challenge DES-encrypted with the password.
+func (s *Server) vncAuth(br *bufio.Reader, bw *bufio.Writer, minor int) error {
+	challenge := make([]byte, 16)
+	rand.Read(challenge)
+	bw.Write(challenge)
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	resp := make([]byte, 16)
+	if _, err := io.ReadFull(br, resp); err != nil {
+		return err
+	}
+	want := vncEncrypt(s.cfg.Password, challenge)
+	be := binary.BigEndian
+	if subtle.ConstantTimeCompare(resp, want) != 1 {
+		bw.Write(be.AppendUint32(nil, 1))
+		if minor == 8 {
+			reason := "authentication failed"
+			bw.Write(be.AppendUint32(nil, uint32(len(reason))))
+			bw.WriteString(reason)
+		}
+		bw.Flush()
+		return errors.New("rfb: VNC authentication failed")
+	}
+	bw.Write(be.AppendUint32(nil, 0))
+	return nil
+}
+
+// vncEncrypt DES-encrypts the challenge with the password as VNC does:
+// the key is the first 8 bytes, each byte's bits reversed.
+func vncEncrypt(password string, challenge []byte) []byte {
+	key := make([]byte, 8)
+	copy(key, password)
+	for i, b := range key {
+		var r byte
+		for j := 0; j < 8; j++ {
+			r |= (b >> j & 1) << (7 - j)
+		}
+		key[i] = r
+	}
+	c, _ := des.NewCipher(key)
+	out := make([]byte, len(challenge))
+	for i := 0; i < len(challenge); i += 8 {
+		c.Encrypt(out[i:], challenge[i:i+8])
+	}
+	return out
+}

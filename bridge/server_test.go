@@ -1,0 +1,372 @@
+package bridge
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// memScreen is an in-memory Screen.
+type memScreen struct {
+	mu     sync.Mutex
+	f      *Frame
+	damage chan Rect
+	keys   []uint32
+	ptrs   [][3]int
+}
+
+func newMemScreen(w, h int) *memScreen {
+	return &memScreen{f: testFrame(w, h), damage: make(chan Rect, 64)}
+}
+
+func (m *memScreen) Size() (int, int) { return m.f.W, m.f.H }
+
+func (m *memScreen) Capture(r Rect, dst *Frame) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for y := r.Y; y < r.Y+r.H; y++ {
+		i := y*m.f.Stride + 4*r.X
+		copy(dst.Pix[y*dst.Stride+4*r.X:], m.f.Pix[i:i+4*r.W])
+	}
+	return nil
+}
+
+func (m *memScreen) Damage() <-chan Rect { return m.damage }
+
+func (m *memScreen) Key(k uint32, down bool) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if down {
+		m.keys = append(m.keys, k)
+	}
+	return nil
+}
+
+func (m *memScreen) Pointer(x, y int, b uint8) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.ptrs = append(m.ptrs, [3]int{x, y, int(b)})
+	return nil
+}
+
+// paint fills r with colour and reports the damage.
+func (m *memScreen) paint(r Rect, rgb uint32) {
+	m.mu.Lock()
+	for y := r.Y; y < r.Y+r.H; y++ {
+		for x := r.X; x < r.X+r.W; x++ {
+			p := m.f.at(x, y)
+			p[0], p[1], p[2] = byte(rgb), byte(rgb>>8), byte(rgb>>16)
+		}
+	}
+	m.mu.Unlock()
+	m.damage <- r
+}
+
+// rfbClient is a minimal viewer for the tests.
+type rfbClient struct {
+	t      *testing.T
+	c      net.Conn
+	br     *bufio.Reader
+	w, h   int
+	pf     PixelFormat
+	fb     []uint32
+	tight  tightDecoder
+	zrle   inflater
+	zlib   inflater
+	closed chan error
+}
+
+func serve(t *testing.T, s *Server, o ConnOptions) (net.Conn, chan error) {
+	a, b := net.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(t.Context(), a, o) }()
+	t.Cleanup(func() { b.Close(); <-done })
+	return b, done
+}
+
+func dialRFB(t *testing.T, s *Server, version, password string, o ConnOptions) *rfbClient {
+	t.Helper()
+	conn, done := serve(t, s, o)
+	c := &rfbClient{t: t, c: conn, br: bufio.NewReader(conn), closed: done}
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	v := c.read(12)
+	if string(v) != version38 {
+		t.Fatalf("server version %q", v)
+	}
+	c.write([]byte(version))
+	var sec byte
+	if version == version33 {
+		sec = byte(binary.BigEndian.Uint32(c.read(4)))
+	} else {
+		n := c.read(1)[0]
+		types := c.read(int(n))
+		sec = types[0]
+		c.write([]byte{sec})
+	}
+	if sec == SecVNCAuth {
+		challenge := c.read(16)
+		c.write(vncEncrypt(password, challenge))
+		if res := binary.BigEndian.Uint32(c.read(4)); res != 0 {
+			return nil
+		}
+	} else if version == version38 {
+		if res := binary.BigEndian.Uint32(c.read(4)); res != 0 {
+			t.Fatalf("security result %d", res)
+		}
+	}
+	c.write([]byte{1}) // shared
+	init := c.read(24)
+	c.w, c.h = int(binary.BigEndian.Uint16(init)), int(binary.BigEndian.Uint16(init[2:]))
+	c.pf = parsePixelFormat(init[4:20])
+	c.read(int(binary.BigEndian.Uint32(init[20:])))
+	c.fb = make([]uint32, c.w*c.h)
+	conn.SetDeadline(time.Time{})
+	return c
+}
+
+func (c *rfbClient) read(n int) []byte {
+	c.t.Helper()
+	b := make([]byte, n)
+	if _, err := io.ReadFull(c.br, b); err != nil {
+		c.t.Fatalf("read %d: %v", n, err)
+	}
+	return b
+}
+
+func (c *rfbClient) write(b []byte) {
+	c.t.Helper()
+	if _, err := c.c.Write(b); err != nil {
+		c.t.Fatalf("write: %v", err)
+	}
+}
+
+func (c *rfbClient) setPixelFormat(pf PixelFormat) {
+	c.write(append([]byte{msgSetPixelFormat, 0, 0, 0}, pf.marshal()...))
+	c.pf = pf
+	c.tight.pf = pf
+}
+
+func (c *rfbClient) setEncodings(encs ...int32) {
+	b := []byte{msgSetEncodings, 0}
+	b = binary.BigEndian.AppendUint16(b, uint16(len(encs)))
+	for _, e := range encs {
+		b = binary.BigEndian.AppendUint32(b, uint32(e))
+	}
+	c.write(b)
+}
+
+func (c *rfbClient) request(incremental bool) {
+	b := []byte{msgFBUpdateRequest, 0}
+	if incremental {
+		b[1] = 1
+	}
+	b = binary.BigEndian.AppendUint16(b, 0)
+	b = binary.BigEndian.AppendUint16(b, 0)
+	b = binary.BigEndian.AppendUint16(b, uint16(c.w))
+	b = binary.BigEndian.AppendUint16(b, uint16(c.h))
+	c.write(b)
+}
+
+// update reads one FramebufferUpdate into c.fb and returns its rects.
+func (c *rfbClient) update() []Rect {
+	c.t.Helper()
+	c.c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	defer c.c.SetReadDeadline(time.Time{})
+	h := c.read(4)
+	if h[0] != msgFramebufferUpdate {
+		c.t.Fatalf("message type %d", h[0])
+	}
+	n := int(binary.BigEndian.Uint16(h[2:]))
+	var rects []Rect
+	for range n {
+		rh := c.read(12)
+		be := binary.BigEndian
+		r := Rect{int(be.Uint16(rh)), int(be.Uint16(rh[2:])), int(be.Uint16(rh[4:])), int(be.Uint16(rh[6:]))}
+		enc := int32(be.Uint32(rh[8:]))
+		px := c.decode(r, enc)
+		for i, p := range px {
+			c.fb[(r.Y+i/r.W)*c.w+r.X+i%r.W] = p
+		}
+		rects = append(rects, r)
+	}
+	return rects
+}
+
+func (c *rfbClient) decode(r Rect, enc int32) []uint32 {
+	bpp := int(c.pf.BPP) / 8
+	switch enc {
+	case EncRaw:
+		return pixels(c.pf, c.read(r.W*r.H*bpp))
+	case EncZlib:
+		n := binary.BigEndian.Uint32(c.read(4))
+		return pixels(c.pf, c.zlib.inflate(c.t, c.read(int(n)), r.W*r.H*bpp))
+	case EncTight:
+		px, _ := c.tight.decodeFrom(c.t, c.read, r)
+		return px
+	}
+	c.t.Fatalf("encoding %d", enc)
+	return nil
+}
+
+func (c *rfbClient) matches(s *memScreen) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for y := 0; y < c.h; y++ {
+		for x := 0; x < c.w; x++ {
+			if diff(c.fb[y*c.w+x], quantise(c.pf, s.f.bgr(x, y))) > 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func newTestServer(t *testing.T, scr *memScreen, password string) *Server {
+	s, err := NewServer(scr, Config{Password: password})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+func TestHandshakeVersionsAndUpdates(t *testing.T) {
+	for _, v := range []string{version33, version37, version38} {
+		t.Run(v[:11], func(t *testing.T) {
+			scr := newMemScreen(200, 130)
+			s := newTestServer(t, scr, "")
+			c := dialRFB(t, s, v, "", ConnOptions{})
+			if c.w != 200 || c.h != 130 || c.pf != ServerFormat {
+				t.Fatalf("server init %dx%d %+v", c.w, c.h, c.pf)
+			}
+			c.setEncodings(EncRaw)
+			c.request(false)
+			c.update()
+			if !c.matches(scr) {
+				t.Fatal("full update does not match the screen")
+			}
+		})
+	}
+}
+
+func TestVNCAuth(t *testing.T) {
+	scr := newMemScreen(64, 64)
+	s := newTestServer(t, scr, "s3cret")
+	if c := dialRFB(t, s, version38, "wrong", ConnOptions{}); c != nil {
+		t.Fatal("wrong password accepted")
+	}
+	c := dialRFB(t, s, version38, "s3cret", ConnOptions{})
+	if c == nil {
+		t.Fatal("right password refused")
+	}
+}
+
+func TestIncrementalUpdatesPerEncoding(t *testing.T) {
+	for name, setup := range map[string]func(c *rfbClient){
+		"raw":           func(c *rfbClient) { c.setEncodings(EncRaw) },
+		"zlib noVNC pf": func(c *rfbClient) { c.setPixelFormat(noVNCFormat); c.setEncodings(EncZlib, EncRaw) },
+		"tight":         func(c *rfbClient) { c.setPixelFormat(noVNCFormat); c.setEncodings(EncTight, EncRaw) },
+		"tight jpeg":    func(c *rfbClient) { c.setPixelFormat(noVNCFormat); c.setEncodings(EncTight, encJPEGQuality0+9) },
+		"zlib 565":      func(c *rfbClient) { c.setPixelFormat(rgb565BE); c.setEncodings(EncZlib) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			scr := newMemScreen(300, 200)
+			s := newTestServer(t, scr, "")
+			c := dialRFB(t, s, version38, "", ConnOptions{})
+			setup(c)
+			c.tight.pf = c.pf
+			c.request(false)
+			c.update()
+			if name != "tight jpeg" && !c.matches(scr) {
+				t.Fatal("full update does not match the screen")
+			}
+			// A change inside one tile is sent as that tile only.
+			scr.paint(Rect{70, 70, 10, 10}, 0xabcdef)
+			c.request(true)
+			rects := c.update()
+			if len(rects) != 1 || rects[0] != (Rect{64, 64, 64, 64}) {
+				t.Fatalf("incremental update sent %v, want the one changed tile", rects)
+			}
+			if name != "tight jpeg" && !c.matches(scr) {
+				t.Fatal("incremental update does not match the screen")
+			}
+		})
+	}
+}
+
+func TestInputAndViewOnly(t *testing.T) {
+	scr := newMemScreen(64, 64)
+	s := newTestServer(t, scr, "")
+	ro := dialRFB(t, s, version38, "", ConnOptions{ViewOnly: true})
+	ro.write([]byte{msgKeyEvent, 1, 0, 0, 0, 0, 0, 'x'})
+	ro.write([]byte{msgPointerEvent, 1, 0, 5, 0, 6})
+	rw := dialRFB(t, s, version38, "", ConnOptions{})
+	rw.write([]byte{msgKeyEvent, 1, 0, 0, 0, 0, 0, 'a'})
+	rw.write([]byte{msgPointerEvent, 4, 0, 10, 0, 20})
+	rw.setEncodings(EncRaw)
+	rw.request(false)
+	rw.update() // everything before it has been handled
+	scr.mu.Lock()
+	defer scr.mu.Unlock()
+	if len(scr.keys) != 1 || scr.keys[0] != 'a' || len(scr.ptrs) != 1 || scr.ptrs[0] != [3]int{10, 20, 4} {
+		t.Fatalf("keys %v pointers %v; want only the read-write viewer's", scr.keys, scr.ptrs)
+	}
+}
+
+func TestBadMessageEndsConnection(t *testing.T) {
+	scr := newMemScreen(64, 64)
+	s := newTestServer(t, scr, "")
+	c := dialRFB(t, s, version38, "", ConnOptions{})
+	c.write([]byte{msgSetEncodings, 0, 0xff, 0xff}) // 65535 encodings
+	select {
+	case err := <-c.closed:
+		if !errors.Is(err, ErrProtocol) {
+			t.Fatalf("Serve ended with %v, want a protocol error", err)
+		}
+		c.closed <- err // for the cleanup
+	case <-time.After(5 * time.Second):
+		t.Fatal("connection not ended")
+	}
+}
+
+func FuzzReadClientMessage(f *testing.F) {
+	seeds := [][]byte{
+		{msgSetPixelFormat, 0, 0, 0, 32, 24, 0, 1, 0, 255, 0, 255, 0, 255, 16, 8, 0, 0, 0, 0},
+		{msgSetEncodings, 0, 0, 2, 0, 0, 0, 7, 0xff, 0xff, 0xff, 0x21},
+		{msgFBUpdateRequest, 1, 0, 0, 0, 0, 4, 0, 3, 0},
+		{msgKeyEvent, 1, 0, 0, 0, 0, 0xff, 0x0d},
+		{msgPointerEvent, 1, 0, 1, 0, 2},
+		{msgClientCutText, 0, 0, 0, 0, 0, 0, 2, 'h', 'i'},
+		{msgClientCutText, 0, 0, 0, 0x80, 0, 0, 0},
+		{msgFence, 0, 0, 0, 0, 0, 0, 1, 3, 'a', 'b', 'c'},
+		{msgSetDesktopSize, 0, 4, 0, 3, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 4, 0, 3, 0, 0, 0, 0, 0},
+		{msgQEMU, 0, 0, 1, 0, 0, 0, 0x61, 0, 0, 0, 0x1e},
+		{msgEnableContUpdates, 1, 0, 0, 0, 0, 1, 0, 1, 0},
+		{99},
+	}
+	for _, s := range seeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := ReadClientMessage(bytes.NewReader(b))
+		if err != nil {
+			return
+		}
+		if len(m.Encodings) > MaxEncodings || len(m.Text) > MaxCutText || len(m.Payload) > MaxFence || len(m.Screens) > MaxScreens {
+			t.Fatalf("bounds exceeded: %+v", m)
+		}
+		if m.Type == msgSetPixelFormat && m.PixelFormat.validate() != nil {
+			t.Fatal("invalid pixel format accepted")
+		}
+	})
+}
