@@ -10,6 +10,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"image"
 	"io"
 	"log/slog"
 	"net"
@@ -18,17 +19,23 @@ import (
 )
 
 // Screen is what the server shows and drives: x11 implements it for a
-// real X display; tests use an in-memory one.
+// real X display (in standard types only, so x11 knows nothing of RFB);
+// tests use an in-memory one.
 type Screen interface {
 	Size() (w, h int)
-	// Capture copies r of the screen into dst, at r's coordinates.
-	Capture(r Rect, dst *Frame) error
+	// Capture copies r of the screen into pix (BGRX, 4 bytes a pixel,
+	// stride bytes a row) at r's coordinates.
+	Capture(r image.Rectangle, pix []byte, stride int) error
 	// Damage delivers rectangles that may have changed. The server
 	// compares tiles, so an over-estimate costs only a capture.
-	Damage() <-chan Rect
+	Damage() <-chan image.Rectangle
 	Key(keysym uint32, down bool) error
 	Pointer(x, y int, buttons uint8) error
 }
+
+func toImage(r Rect) image.Rectangle { return image.Rect(r.X, r.Y, r.X+r.W, r.Y+r.H) }
+
+func fromImage(r image.Rectangle) Rect { return Rect{r.Min.X, r.Min.Y, r.Dx(), r.Dy()} }
 
 // Config configures a Server.
 type Config struct {
@@ -66,7 +73,7 @@ func NewServer(screen Screen, cfg Config) (*Server, error) {
 	}
 	w, h := screen.Size()
 	s := &Server{cfg: cfg, log: cfg.Logger, screen: screen, fb: NewFrame(w, h), clients: map[*client]struct{}{}}
-	if err := screen.Capture(Rect{0, 0, w, h}, s.fb); err != nil {
+	if err := screen.Capture(image.Rect(0, 0, w, h), s.fb.Pix, s.fb.Stride); err != nil {
 		return nil, fmt.Errorf("rfb: first capture: %w", err)
 	}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -95,14 +102,14 @@ func (s *Server) captureLoop() {
 			if !ok {
 				return
 			}
-			damaged = append(damaged, r)
+			damaged = append(damaged, fromImage(r))
 		}
 		// Coalesce whatever else is queued: a burst is captured once.
 	drain:
 		for len(damaged) < 1024 {
 			select {
 			case r := <-s.screen.Damage():
-				damaged = append(damaged, r)
+				damaged = append(damaged, fromImage(r))
 			default:
 				break drain
 			}
@@ -142,7 +149,7 @@ func (s *Server) capture(damaged []Rect, scratch *Frame) []Rect {
 	x0, y0 := box.X/tile*tile, box.Y/tile*tile
 	x1, y1 := min(full.W, (box.X+box.W+tile-1)/tile*tile), min(full.H, (box.Y+box.H+tile-1)/tile*tile)
 	box = Rect{x0, y0, x1 - x0, y1 - y0}
-	if err := s.screen.Capture(box, scratch); err != nil {
+	if err := s.screen.Capture(toImage(box), scratch.Pix, scratch.Stride); err != nil {
 		s.log.Warn("capture failed", "rect", box, "err", err)
 		return nil
 	}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"image"
 	"io"
 	"net"
 	"sync"
@@ -20,28 +21,28 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 type memScreen struct {
 	mu     sync.Mutex
 	f      *Frame
-	damage chan Rect
+	damage chan image.Rectangle
 	keys   []uint32
 	ptrs   [][3]int
 }
 
 func newMemScreen(w, h int) *memScreen {
-	return &memScreen{f: testFrame(w, h), damage: make(chan Rect, 64)}
+	return &memScreen{f: testFrame(w, h), damage: make(chan image.Rectangle, 64)}
 }
 
 func (m *memScreen) Size() (int, int) { return m.f.W, m.f.H }
 
-func (m *memScreen) Capture(r Rect, dst *Frame) error {
+func (m *memScreen) Capture(r image.Rectangle, pix []byte, stride int) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for y := r.Y; y < r.Y+r.H; y++ {
-		i := y*m.f.Stride + 4*r.X
-		copy(dst.Pix[y*dst.Stride+4*r.X:], m.f.Pix[i:i+4*r.W])
+	for y := r.Min.Y; y < r.Max.Y; y++ {
+		i := y*m.f.Stride + 4*r.Min.X
+		copy(pix[y*stride+4*r.Min.X:], m.f.Pix[i:i+4*r.Dx()])
 	}
 	return nil
 }
 
-func (m *memScreen) Damage() <-chan Rect { return m.damage }
+func (m *memScreen) Damage() <-chan image.Rectangle { return m.damage }
 
 func (m *memScreen) Key(k uint32, down bool) error {
 	m.mu.Lock()
@@ -69,7 +70,7 @@ func (m *memScreen) paint(r Rect, rgb uint32) {
 		}
 	}
 	m.mu.Unlock()
-	m.damage <- r
+	m.damage <- toImage(r)
 }
 
 // rfbClient is a minimal viewer for the tests.

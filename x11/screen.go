@@ -1,0 +1,249 @@
+package x11
+
+import (
+	"errors"
+	"fmt"
+	"image"
+	"log/slog"
+	"sync"
+
+	"github.com/jezek/xgb"
+	"github.com/jezek/xgb/damage"
+	"github.com/jezek/xgb/shm"
+	"github.com/jezek/xgb/xfixes"
+	"github.com/jezek/xgb/xproto"
+	"github.com/jezek/xgb/xtest"
+	"golang.org/x/sys/unix"
+)
+
+// Screen is an X display's root window: captured with MIT-SHM (or
+// GetImage where the server cannot share memory with us), watched with
+// DAMAGE, driven with XTEST. Its methods are safe for concurrent use.
+type Screen struct {
+	c    *xgb.Conn
+	root xproto.Window
+	w, h int
+	log  *slog.Logger
+
+	capMu sync.Mutex // one capture at a time (the SHM segment is shared)
+	seg   shm.Seg
+	shmID int
+	shmem []byte // nil: GetImage
+
+	damage chan image.Rectangle
+
+	inMu     sync.Mutex // input state and the keyboard mapping
+	minKey   xproto.Keycode
+	perKey   int
+	keymap   []xproto.Keysym // (keycode-min)*perKey + level
+	buttons  uint8
+	shiftKey xproto.Keycode
+	shifts   int // Shift keys the viewer holds down
+	bound    map[xproto.Keysym]xproto.Keycode
+
+	done chan struct{}
+}
+
+// OpenScreen connects to display and prepares capture, damage and input.
+// The extensions are initialised and their versions queried before any
+// concurrent use (a request before QueryVersion gets BadRequest).
+func OpenScreen(display string, log *slog.Logger) (*Screen, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	c, err := xgb.NewConnDisplay(display)
+	if err != nil {
+		return nil, fmt.Errorf("x11: connect %s: %w", display, err)
+	}
+	setup := xproto.Setup(c)
+	scr := setup.DefaultScreen(c)
+	s := &Screen{c: c, root: scr.Root, w: int(scr.WidthInPixels), h: int(scr.HeightInPixels), log: log,
+		damage: make(chan image.Rectangle, 4096), minKey: setup.MinKeycode,
+		bound: map[xproto.Keysym]xproto.Keycode{}, done: make(chan struct{})}
+	fail := func(err error) (*Screen, error) { c.Close(); return nil, err }
+	for _, init := range []struct {
+		name string
+		fn   func() error
+	}{
+		{"XFIXES", func() error {
+			if err := xfixes.Init(c); err != nil {
+				return err
+			}
+			_, err := xfixes.QueryVersion(c, 5, 0).Reply()
+			return err
+		}},
+		{"DAMAGE", func() error {
+			if err := damage.Init(c); err != nil {
+				return err
+			}
+			_, err := damage.QueryVersion(c, 1, 1).Reply()
+			return err
+		}},
+		{"XTEST", func() error {
+			if err := xtest.Init(c); err != nil {
+				return err
+			}
+			_, err := xtest.GetVersion(c, 2, 2).Reply()
+			return err
+		}},
+	} {
+		if err := init.fn(); err != nil {
+			return fail(fmt.Errorf("x11: %s: %w", init.name, err))
+		}
+	}
+	if err := s.loadKeymap(setup); err != nil {
+		return fail(err)
+	}
+	if err := s.openSHM(); err != nil {
+		log.Info("MIT-SHM unavailable; capturing with GetImage", "err", err)
+	}
+	d, err := damage.NewDamageId(c)
+	if err != nil {
+		return fail(fmt.Errorf("x11: damage id: %w", err))
+	}
+	if err := damage.CreateChecked(c, d, xproto.Drawable(s.root), damage.ReportLevelRawRectangles).Check(); err != nil {
+		return fail(fmt.Errorf("x11: create damage: %w", err))
+	}
+	go s.events() // ends when the connection closes
+	return s, nil
+}
+
+// openSHM attaches a segment big enough for the whole screen. It fails
+// when the X server does not share our IPC namespace.
+func (s *Screen) openSHM() error {
+	if err := shm.Init(s.c); err != nil {
+		return err
+	}
+	if _, err := shm.QueryVersion(s.c).Reply(); err != nil {
+		return err
+	}
+	size := s.w * s.h * 4
+	id, err := unix.SysvShmGet(unix.IPC_PRIVATE, size, unix.IPC_CREAT|0o600)
+	if err != nil {
+		return fmt.Errorf("shmget: %w", err)
+	}
+	mem, err := unix.SysvShmAttach(id, 0, 0)
+	if err != nil {
+		unix.SysvShmCtl(id, unix.IPC_RMID, nil)
+		return fmt.Errorf("shmat: %w", err)
+	}
+	seg, err := shm.NewSegId(s.c)
+	if err == nil {
+		err = shm.AttachChecked(s.c, seg, uint32(id), false).Check()
+	}
+	// Marked for removal now: it goes away when both sides detach.
+	unix.SysvShmCtl(id, unix.IPC_RMID, nil)
+	if err != nil {
+		unix.SysvShmDetach(mem)
+		return fmt.Errorf("attach: %w", err)
+	}
+	s.seg, s.shmID, s.shmem = seg, id, mem
+	return nil
+}
+
+// events drains the connection's events (xgb blocks every reply once 5000
+// are queued) and turns DAMAGE notifications into rectangles.
+func (s *Screen) events() {
+	defer close(s.damage)
+	defer close(s.done)
+	full := image.Rect(0, 0, s.w, s.h)
+	overflow := false
+	for {
+		ev, err := s.c.WaitForEvent()
+		if ev == nil && err == nil {
+			return // connection closed
+		}
+		n, ok := ev.(damage.NotifyEvent)
+		if !ok {
+			continue
+		}
+		r := image.Rect(int(n.Area.X), int(n.Area.Y), int(n.Area.X)+int(n.Area.Width), int(n.Area.Y)+int(n.Area.Height))
+		if overflow {
+			r = full
+		}
+		select {
+		case s.damage <- r:
+			overflow = false
+		default:
+			overflow = true // the next send covers everything
+		}
+	}
+}
+
+// Size is the screen size in pixels.
+func (s *Screen) Size() (int, int) { return s.w, s.h }
+
+// Damage delivers changed rectangles until the screen is closed.
+func (s *Screen) Damage() <-chan image.Rectangle { return s.damage }
+
+// Capture copies r into pix (BGRX, stride bytes a row) at r's position.
+func (s *Screen) Capture(r image.Rectangle, pix []byte, stride int) error {
+	r = r.Intersect(image.Rect(0, 0, s.w, s.h))
+	if r.Empty() {
+		return nil
+	}
+	s.capMu.Lock()
+	defer s.capMu.Unlock()
+	var data []byte
+	if s.shmem != nil {
+		_, err := shm.GetImage(s.c, xproto.Drawable(s.root), int16(r.Min.X), int16(r.Min.Y), uint16(r.Dx()), uint16(r.Dy()),
+			0xffffffff, xproto.ImageFormatZPixmap, s.seg, 0).Reply()
+		if err != nil {
+			return fmt.Errorf("x11: shm capture: %w", err)
+		}
+		data = s.shmem[:r.Dx()*r.Dy()*4]
+	} else {
+		rep, err := xproto.GetImage(s.c, xproto.ImageFormatZPixmap, xproto.Drawable(s.root), int16(r.Min.X), int16(r.Min.Y),
+			uint16(r.Dx()), uint16(r.Dy()), 0xffffffff).Reply()
+		if err != nil {
+			return fmt.Errorf("x11: capture: %w", err)
+		}
+		data = rep.Data
+	}
+	row := r.Dx() * 4
+	if len(data) < row*r.Dy() {
+		return errors.New("x11: short image")
+	}
+	for y := 0; y < r.Dy(); y++ {
+		copy(pix[(r.Min.Y+y)*stride+4*r.Min.X:], data[y*row:(y+1)*row])
+	}
+	return nil
+}
+
+// Close detaches the SHM segment and closes the connection.
+func (s *Screen) Close() error {
+	s.c.Close()
+	<-s.done
+	if s.shmem != nil {
+		unix.SysvShmDetach(s.shmem)
+	}
+	return nil
+}
+
+// Pointer moves the pointer and presses or releases the buttons that
+// changed (bit i is button i+1: 1-3 left/middle/right, 4-7 wheel).
+func (s *Screen) Pointer(x, y int, buttons uint8) error {
+	s.inMu.Lock()
+	defer s.inMu.Unlock()
+	xtest.FakeInput(s.c, xproto.MotionNotify, 0, 0, s.root, int16(x), int16(y), 0)
+	for i := range 8 {
+		bit := uint8(1) << i
+		if (s.buttons^buttons)&bit == 0 {
+			continue
+		}
+		typ := byte(xproto.ButtonRelease)
+		if buttons&bit != 0 {
+			typ = xproto.ButtonPress
+		}
+		xtest.FakeInput(s.c, typ, byte(i+1), 0, s.root, 0, 0, 0)
+	}
+	s.buttons = buttons
+	return s.sync()
+}
+
+// sync waits until the server has processed every request sent so far:
+// input then lands before anything a viewer does next.
+func (s *Screen) sync() error {
+	_, err := xproto.GetInputFocus(s.c).Reply()
+	return err
+}

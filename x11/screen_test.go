@@ -1,0 +1,126 @@
+package x11
+
+import (
+	"context"
+	"image"
+	"testing"
+	"time"
+
+	"github.com/cubepod/deskd/internal/testenv"
+	"github.com/cubepod/deskd/proc"
+	"github.com/jezek/xgb"
+	"github.com/jezek/xgb/xproto"
+)
+
+// TestScreen draws with a second X client and checks what Screen sees
+// (damage, captured pixels) and does (pointer, keys, a bound keysym).
+func TestScreen(t *testing.T) {
+	path := testenv.LookPath(t, "Xvfb")
+	sp := proc.NewSpawner()
+	defer sp.Close()
+	x, err := StartXvfb(t.Context(), sp, XvfbConfig{Path: path, Resolution: Resolution{640, 480, 24}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Stop(context.Background(), 5*time.Second)
+	s, err := OpenScreen(x.Display, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if w, h := s.Size(); w != 640 || h != 480 {
+		t.Fatalf("size %dx%d", w, h)
+	}
+	t.Logf("capture via SHM: %v", s.shmem != nil)
+
+	// Another client maps a red window at (100, 50) listening for keys.
+	c, err := xgb.NewConnDisplay(x.Display)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	root := xproto.Setup(c).DefaultScreen(c).Root
+	win, _ := xproto.NewWindowId(c)
+	xproto.CreateWindow(c, 24, win, root, 100, 50, 200, 100, 0, xproto.WindowClassInputOutput, 0,
+		xproto.CwBackPixel|xproto.CwOverrideRedirect|xproto.CwEventMask,
+		[]uint32{0xff0000, 1, xproto.EventMaskKeyPress | xproto.EventMaskButtonPress})
+	xproto.MapWindow(c, win)
+	xproto.SetInputFocus(c, xproto.InputFocusPointerRoot, win, xproto.TimeCurrentTime)
+	xproto.GetInputFocus(c).Reply() // round trip: all of the above is done
+
+	// Damage reports the window's area.
+	deadline := time.After(5 * time.Second)
+	var got image.Rectangle
+	for !got.Overlaps(image.Rect(100, 50, 300, 150)) {
+		select {
+		case r := <-s.Damage():
+			got = got.Union(r)
+		case <-deadline:
+			t.Fatalf("no damage for the window (got %v)", got)
+		}
+	}
+	pix := make([]byte, 640*480*4)
+	if err := s.Capture(image.Rect(0, 0, 640, 480), pix, 640*4); err != nil {
+		t.Fatal(err)
+	}
+	at := func(x, y int) [3]byte { i := (y*640 + x) * 4; return [3]byte{pix[i], pix[i+1], pix[i+2]} }
+	if p := at(150, 100); p != [3]byte{0, 0, 0xff} {
+		t.Fatalf("inside the window BGR = %v, want red", p)
+	}
+	if p := at(10, 10); p == [3]byte{0, 0, 0xff} {
+		t.Fatal("outside the window is red too")
+	}
+	// A partial capture lands at its own coordinates.
+	part := make([]byte, 640*480*4)
+	s.Capture(image.Rect(290, 140, 310, 160), part, 640*4)
+	if i := (145*640 + 295) * 4; part[i+2] != 0xff || part[(145*640+305)*4+2] == 0xff {
+		t.Fatal("partial capture misplaced")
+	}
+
+	// Pointer: move and click inside the window.
+	if err := s.Pointer(150, 80, 1); err != nil {
+		t.Fatal(err)
+	}
+	s.Pointer(150, 80, 0)
+	p, _ := xproto.QueryPointer(c, root).Reply()
+	if p.RootX != 150 || p.RootY != 80 {
+		t.Fatalf("pointer at %d,%d", p.RootX, p.RootY)
+	}
+	// Keys: 'a', 'A' (shift added), and € (no key: a spare one is bound).
+	for _, ks := range []uint32{'a', 'A', 0x20ac} {
+		if err := s.Key(ks, true); err != nil {
+			t.Fatalf("key %#x: %v", ks, err)
+		}
+		s.Key(ks, false)
+	}
+	var presses []xproto.KeyPressEvent
+	var clicked bool
+	timeout := time.After(5 * time.Second)
+	for len(presses) < 3 {
+		evc := make(chan xgb.Event, 1)
+		go func() { ev, _ := c.WaitForEvent(); evc <- ev }()
+		select {
+		case ev := <-evc:
+			switch e := ev.(type) {
+			case xproto.KeyPressEvent:
+				if m, _ := xproto.GetKeyboardMapping(c, e.Detail, 1).Reply(); m.Keysyms[0] != keysymShiftL {
+					presses = append(presses, e)
+				}
+			case xproto.ButtonPressEvent:
+				clicked = e.Detail == 1
+			}
+		case <-timeout:
+			t.Fatalf("got %d key presses, want 3", len(presses))
+		}
+	}
+	if !clicked {
+		t.Error("no button 1 press in the window")
+	}
+	m, _ := xproto.GetKeyboardMapping(c, presses[2].Detail, 1).Reply()
+	if m.Keysyms[0] != 0x20ac {
+		t.Errorf("€ pressed keycode %d, which maps to %#x", presses[2].Detail, m.Keysyms[0])
+	}
+	if presses[1].State&xproto.ModMaskShift == 0 || presses[0].State&xproto.ModMaskShift != 0 {
+		t.Errorf("shift states %#x %#x: want only 'A' shifted", presses[0].State, presses[1].State)
+	}
+}
