@@ -41,6 +41,8 @@ type Config struct {
 	SessionIdle time.Duration
 	// Terminal serves /terminal/ws; nil answers 503 there.
 	Terminal *term.Manager
+	// VNCPassword, when set, makes viewers pass VNC authentication.
+	VNCPassword string
 	// CDPPing is the heartbeat interval of CDP relays (default 20 s).
 	CDPPing time.Duration
 	// AllowOrigins are extra origins (host or scheme://host, "*" for any)
@@ -57,6 +59,7 @@ type Server struct {
 	public   http.Handler // behind the panel check
 	control  http.Handler // for the local control socket: no panel check
 
+	rfb      rfbHolder
 	base     context.Context // ends at Close: WebSockets hang off it
 	cancel   context.CancelFunc
 	handlers handlerGroup
@@ -85,6 +88,9 @@ func New(cfg Config) *Server {
 func (s *Server) Close() {
 	s.cancel()
 	s.handlers.closeAndWait()
+	s.rfb.mu.Lock()
+	s.rfb.close()
+	s.rfb.mu.Unlock()
 }
 
 // Handler is the public handler, for the TCP listener.
@@ -115,6 +121,7 @@ func (s *Server) routes() *http.ServeMux {
 		}
 	})
 	mux.HandleFunc("GET /terminal/ws", s.terminalWS)
+	mux.HandleFunc("GET /websockify", s.websockify)
 	for _, p := range []string{"/cdp/json", "/cdp/json/"} {
 		mux.HandleFunc("GET "+p, s.requireFull(s.cdpJSON))
 		mux.HandleFunc("PUT "+p, s.requireFull(s.cdpJSON))

@@ -213,7 +213,7 @@ func spawnDaemon(ctx context.Context, cfg *Config, c *client) error {
 	defer out.Close()
 	cmd := exec.Command(exe, cfg.serveArgs()...)
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.Env = append(os.Environ(), envName("panel-secret")+"="+cfg.PanelSecret)
+	cmd.Env = append(os.Environ(), envName("panel-secret")+"="+cfg.PanelSecret, envName("vnc-password")+"="+cfg.VNCPassword)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start daemon: %w", err)

@@ -38,6 +38,8 @@ type Config struct {
 	TermIdle    time.Duration
 	AllowOrigin string
 	CDPPing     time.Duration
+	VNCListen   string
+	VNCPassword string
 	StopDaemon  bool // stop --daemon
 	set         map[string]bool
 }
@@ -89,6 +91,8 @@ func ParseFlags(cmd string, args []string, stderr io.Writer) (*Config, error) {
 		return nil, fmt.Errorf("%s: %w", envName("cdp-ping"), err)
 	}
 	fs.DurationVar(&c.CDPPing, "cdp-ping", ping, "heartbeat interval on both legs of a CDP relay (env DESKD_CDP_PING)")
+	str(&c.VNCListen, "vnc-listen", "", "also serve native VNC viewers on this loopback address (e.g. 127.0.0.1:5900)")
+	str(&c.VNCPassword, "vnc-password", "", "require VNC authentication with this password")
 	str(&c.AllowOrigin, "allow-origin", "", "comma-separated extra origins whose pages may open WebSockets")
 	str(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	str(&c.LogFormat, "log-format", "text", "text or json")
@@ -133,6 +137,12 @@ func (c *Config) validate() error {
 	}
 	if c.PanelSecret == "" && !isLoopback(host) {
 		return fmt.Errorf("--listen %q: without --panel-secret deskd listens on loopback only", c.Listen)
+	}
+	if c.VNCListen != "" {
+		h, _, err := net.SplitHostPort(c.VNCListen)
+		if err != nil || !isLoopback(h) {
+			return fmt.Errorf("--vnc-listen %q: want a loopback host:port", c.VNCListen)
+		}
 	}
 	switch c.LogFormat {
 	case "text", "json":
@@ -264,7 +274,7 @@ func (c *Config) serveArgs() []string {
 		"--cdp-port=" + strconv.Itoa(c.CDPPort), "--profile-dir=" + c.ProfileDir, "--user=" + c.User,
 		"--no-sandbox=" + strconv.FormatBool(c.NoSandbox), "--sandbox-id=" + c.SandboxID,
 		"--log-level=" + c.LogLevel, "--log-format=" + c.LogFormat,
-		"--shell=" + c.Shell, "--terminal-idle=" + c.TermIdle.String(), "--allow-origin=" + c.AllowOrigin, "--cdp-ping=" + c.CDPPing.String(),
+		"--shell=" + c.Shell, "--terminal-idle=" + c.TermIdle.String(), "--allow-origin=" + c.AllowOrigin, "--cdp-ping=" + c.CDPPing.String(), "--vnc-listen=" + c.VNCListen,
 	}
 	return args
 }

@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"encoding/base64"
 	"context"
 	"encoding/json"
+	"image"
 	"io"
 	"net"
 	"net/http"
@@ -22,9 +24,13 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/cubepod/deskd/internal/testenv"
 	"github.com/cubepod/deskd/panel"
+	"github.com/cubepod/deskd/x11"
 )
 
 const e2eSecret = "e2e-panel-secret"
+
+// testPage is what the desktop's Chromium shows: flat colours and text.
+const testPage = `data:text/html,<body style='margin:0;background:%23204080'><div style='position:fixed;left:0;top:0;width:50%;height:50%;background:%23ff8800'></div><h1 style='position:fixed;top:60%;left:10%;color:white;font:48px sans-serif'>deskd 0123</h1></body>`
 
 // gateway runs the reference gateway in-process in front of deskd.
 func gateway(t *testing.T, sandboxes map[string]*url.URL) string {
@@ -84,7 +90,7 @@ func serveDeskd(t *testing.T, e *install) *url.URL {
 
 func post(t *testing.T, u string) (int, []byte) {
 	t.Helper()
-	resp, err := http.Post(u, "application/json", strings.NewReader(`{"url":"data:text/html,<h1>deskd</h1>"}`))
+	resp, err := http.Post(u, "application/json", strings.NewReader(`{"url":"`+testPage+`"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,6 +176,12 @@ func TestPanelInBrowser(t *testing.T) {
 	b.load(sr.TerminalURL, `!!document.querySelector(".xterm-screen") && !!window.deskdTerm`)
 	b.load(strings.TrimSuffix(sr.DesktopURL, "/vnc.html?autoconnect=true&resize=scale")+"/", `!!document.querySelector("a[href^='vnc.html']")`)
 	b.check(t)
+
+	// The desktop, for real: noVNC's canvas shows what the X display shows.
+	b.load(sr.DesktopURL, `document.body.dataset.state === "connected"`)
+	b.check(t)
+	display := st["display"].(string)
+	compareCanvas(t, b, display)
 
 	// The terminal, for real: type, read the screen, resize, reconnect.
 	b.load(sr.TerminalURL, `document.body.dataset.state === "connected"`)
@@ -281,6 +293,68 @@ func (b *browser) check(t *testing.T) {
 		t.Fatalf("browser saw only %d responses: assets were not loaded", b.n)
 	}
 	t.Logf("browser loaded %d responses, none failed", b.n)
+}
+
+// canvasJS returns noVNC's canvas as "w h base64(RGBA)" once it has pixels.
+const canvasJS = `new Promise(r => { const f = () => { const c = document.querySelector("#screen canvas"); if (!c || !c.width) return setTimeout(f, 50); const d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data; let s = ""; for (let i = 0; i < d.length; i += 32768) s += String.fromCharCode.apply(null, d.subarray(i, i + 32768)); r(c.width + " " + c.height + " " + btoa(s)); }; f(); })`
+
+// compareCanvas checks noVNC's canvas against a capture of the display:
+// the flat colours exactly, and nearly every pixel closely (JPEG may
+// carry photo-like tiles).
+func compareCanvas(t *testing.T, b *browser, display string) {
+	t.Helper()
+	scr, err := x11.OpenScreen(display, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer scr.Close()
+	w, h := scr.Size()
+	want := make([]byte, w*h*4)
+	var got []byte
+	var close float64
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		parts := strings.SplitN(b.eval(t, canvasJS), " ", 3)
+		cw, _ := strconv.Atoi(parts[0])
+		ch, _ := strconv.Atoi(parts[1])
+		got, _ = base64.StdEncoding.DecodeString(parts[2])
+		if err := scr.Capture(image.Rect(0, 0, w, h), want, w*4); err != nil {
+			t.Fatal(err)
+		}
+		if cw != w || ch != h {
+			t.Fatalf("canvas %dx%d, display %dx%d", cw, ch, w, h)
+		}
+		n := 0
+		for i := 0; i < w*h; i++ {
+			g, x := got[4*i:], want[4*i:] // RGBA vs BGRX
+			if absDiff(g[0], x[2]) <= 24 && absDiff(g[1], x[1]) <= 24 && absDiff(g[2], x[0]) <= 24 {
+				n++
+			}
+		}
+		close = float64(n) / float64(w*h)
+		if close > 0.99 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond) // the page may still be painting
+	}
+	if close <= 0.99 {
+		t.Fatalf("only %.1f%% of the canvas matches the display", 100*close)
+	}
+	// Flat areas: the orange block and the blue background, exactly.
+	for _, p := range []struct{ x, y int }{{w / 8, h / 3}, {w - 20, h - 20}} {
+		i := 4 * (p.y*w + p.x)
+		if got[i] != want[i+2] || got[i+1] != want[i+1] || got[i+2] != want[i] {
+			t.Fatalf("canvas at %d,%d = %v, display %v (BGR)", p.x, p.y, got[i:i+3], want[i:i+3])
+		}
+	}
+	t.Logf("noVNC canvas matches the X display on %.2f%% of %dx%d pixels", 100*close, w, h)
+}
+
+func absDiff(a, b byte) int {
+	if a > b {
+		return int(a - b)
+	}
+	return int(b - a)
 }
 
 // screenJS returns the text of xterm.js's whole buffer.

@@ -37,6 +37,7 @@ type Daemon struct {
 	lock  *os.File
 	tcp   net.Listener
 	unix  net.Listener
+	vnc   net.Listener // optional, loopback
 	sp    *proc.Spawner
 	stack *desktop.Stack
 	term  *term.Manager
@@ -66,6 +67,11 @@ func NewDaemon(cfg *Config, stderr io.Writer) (*Daemon, error) {
 	}
 	if d.tcp, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
+	}
+	if cfg.VNCListen != "" {
+		if d.vnc, err = net.Listen("tcp", cfg.VNCListen); err != nil {
+			return nil, fmt.Errorf("vnc listen: %w", err)
+		}
 	}
 	sock := filepath.Join(cfg.RunDir, controlSock)
 	_ = os.Remove(sock) // stale: we hold the lifetime lock
@@ -112,7 +118,7 @@ func NewDaemon(cfg *Config, stderr io.Writer) (*Daemon, error) {
 	d.web = web.New(web.Config{
 		Stack: d.stack, Terminal: d.term, Logger: d.log.With("part", "web"), PanelSecret: []byte(cfg.PanelSecret),
 		SandboxID: cfg.SandboxID, HTTPPort: port, BaseURL: "http://" + d.tcp.Addr().String(), AllowOrigins: origins,
-		CDPPing: cfg.CDPPing,
+		CDPPing: cfg.CDPPing, VNCPassword: cfg.VNCPassword,
 	})
 	ok = true
 	return d, nil
@@ -157,6 +163,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 			}
 		}()
 	}
+	if d.vnc != nil {
+		wg.Add(1)
+		go func() { // ends when the listener is closed below
+			defer wg.Done()
+			d.web.ServeVNC(d.vnc)
+		}()
+	}
 	var runErr error
 	select {
 	case <-ctx.Done():
@@ -165,6 +178,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.log.Info("deskd shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	if d.vnc != nil {
+		d.vnc.Close()
+	}
 	for _, srv := range servers {
 		if err := srv.Shutdown(sctx); err != nil {
 			d.log.Warn("http shutdown", "err", err)
@@ -189,6 +205,9 @@ func (d *Daemon) closeListeners() {
 	}
 	if d.unix != nil {
 		d.unix.Close()
+	}
+	if d.vnc != nil {
+		d.vnc.Close()
 	}
 	if d.lock != nil {
 		d.lock.Close()

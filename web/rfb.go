@@ -1,0 +1,115 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/cubepod/deskd/bridge"
+	"github.com/cubepod/deskd/desktop"
+	"github.com/cubepod/deskd/x11"
+)
+
+// rfbHolder keeps one RFB server per X display: viewers share it, and a
+// restarted Xvfb (a new display) gets a new one.
+type rfbHolder struct {
+	mu      sync.Mutex
+	display string
+	screen  *x11.Screen
+	srv     *bridge.Server
+}
+
+func (h *rfbHolder) close() {
+	if h.srv != nil {
+		h.srv.Close()
+		h.screen.Close()
+		h.srv, h.screen, h.display = nil, nil, ""
+	}
+}
+
+// rfbServer starts the desktop if needed and returns the RFB server for
+// its display.
+func (s *Server) rfbServer(ctx context.Context) (*bridge.Server, error) {
+	st := s.cfg.Stack.Status()
+	if st.Status != desktop.StatusRunning {
+		ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+		defer cancel()
+		var err error
+		if st, err = s.Activate(ctx, desktop.StartOptions{}); err != nil {
+			return nil, err
+		}
+	}
+	if st.Display == "" {
+		return nil, fmt.Errorf("desktop has no display")
+	}
+	h := &s.rfb
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.srv != nil && h.display == st.Display {
+		return h.srv, nil
+	}
+	h.close()
+	scr, err := x11.OpenScreen(st.Display, s.log.With("part", "x11"))
+	if err != nil {
+		return nil, err
+	}
+	srv, err := bridge.NewServer(scr, bridge.Config{Name: "deskd " + st.Display, Password: s.cfg.VNCPassword, Logger: s.log.With("part", "rfb")})
+	if err != nil {
+		scr.Close()
+		return nil, err
+	}
+	h.display, h.screen, h.srv = st.Display, scr, srv
+	return srv, nil
+}
+
+// websockify serves RFB over a WebSocket (subprotocol "binary" when the
+// viewer offers it, as noVNC and websockify do), lazily starting the
+// desktop on the first viewer. A view-scope token gets a view-only viewer.
+func (s *Server) websockify(w http.ResponseWriter, r *http.Request) {
+	srv, err := s.rfbServer(r.Context())
+	if err != nil {
+		http.Error(w, "desktop not available: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	c, ctx, done, err := s.upgrade(w, r, []string{"binary"}, 64<<20)
+	if err != nil {
+		return
+	}
+	defer done()
+	claims, _ := ClaimsFrom(r.Context())
+	conn := websocket.NetConn(ctx, c, websocket.MessageBinary)
+	if err := srv.Serve(ctx, conn, bridge.ConnOptions{ViewOnly: claims.ReadOnly()}); err != nil {
+		s.log.Debug("rfb viewer ended", "err", err)
+	}
+}
+
+// ServeVNC serves native VNC viewers on l (a loopback TCP listener) until
+// it is closed.
+func (s *Server) ServeVNC(l net.Listener) error {
+	for {
+		conn, err := l.Accept()
+		if err != nil {
+			return err
+		}
+		if !s.handlers.TryAdd() {
+			conn.Close()
+			return errShuttingDown
+		}
+		go func() { // ends when the viewer leaves or at Close
+			defer s.handlers.Done()
+			defer conn.Close()
+			srv, err := s.rfbServer(s.base)
+			if err != nil {
+				s.log.Warn("vnc viewer refused", "err", err)
+				return
+			}
+			if err := srv.Serve(s.base, conn, bridge.ConnOptions{}); err != nil {
+				s.log.Debug("vnc viewer ended", "err", err)
+			}
+		}()
+	}
+}
