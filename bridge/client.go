@@ -74,6 +74,7 @@ type client struct {
 	wake      chan struct{}
 
 	// Used by the writer only.
+	sent int32 // encoding of the previous update, to log changes
 	bw   *bufio.Writer
 	enc  *encoder
 	snap *Frame
@@ -182,10 +183,26 @@ func (c *client) writeLoop(ctx context.Context) error {
 			}
 		}
 		c.s.mu.RUnlock()
+		if encoding != c.sent {
+			c.s.log.Debug("viewer encoding", "encoding", encodingName(encoding), "jpeg_quality", c.enc.quality, "bpp", c.enc.pw.pf.BPP)
+			c.sent = encoding
+		}
 		if err := c.sendUpdate(rects, encoding); err != nil {
 			return err
 		}
 	}
+}
+
+func encodingName(e int32) string {
+	switch e {
+	case EncTight:
+		return "tight"
+	case EncZRLE:
+		return "zrle"
+	case EncZlib:
+		return "zlib"
+	}
+	return "raw"
 }
 
 // choose picks the first encoding of the client's list that we speak.

@@ -67,12 +67,47 @@ func (w pixelWriter) put(dst []byte, rgb uint32) []byte {
 	return binary.LittleEndian.AppendUint32(dst, v)
 }
 
-// putCompact appends a TPIXEL/CPIXEL: R, G, B when tpixel3, else a PIXEL.
+// putCompact appends a Tight TPIXEL: R, G, B whatever the shifts when
+// tpixel3 (rfbproto "Tight"), else a PIXEL.
 func (w pixelWriter) putCompact(dst []byte, rgb uint32) []byte {
 	if w.tpixel3 {
 		return append(dst, byte(rgb>>16), byte(rgb>>8), byte(rgb))
 	}
 	return w.put(dst, rgb)
+}
+
+// cpixelDrop says which byte of a 4-byte PIXEL a ZRLE CPIXEL leaves out
+// (RFC 6143 §7.7.6: the 3 bytes holding the colour bits, in the pixel's
+// own byte order), or -1 when a CPIXEL is a whole PIXEL.
+func (w pixelWriter) cpixelDrop() int {
+	pf := w.pf
+	if !w.tpixel3 {
+		return -1
+	}
+	hi := max(int(pf.RedShift), int(pf.GreenShift), int(pf.BlueShift)) + 8
+	lo := min(pf.RedShift, pf.GreenShift, pf.BlueShift)
+	switch {
+	case hi <= 24 && !pf.BigEndian: // colour in the low 3 bytes, which come first
+		return 3
+	case hi <= 24:
+		return 0
+	case lo >= 8 && !pf.BigEndian:
+		return 0
+	case lo >= 8:
+		return 3
+	}
+	return -1
+}
+
+// putCPixel appends a ZRLE CPIXEL.
+func (w pixelWriter) putCPixel(dst []byte, rgb uint32, drop int) []byte {
+	n := len(dst)
+	dst = w.put(dst, rgb)
+	if drop < 0 {
+		return dst
+	}
+	copy(dst[n+drop:], dst[n+drop+1:])
+	return dst[:len(dst)-1]
 }
 
 // encoder holds one client's encoding state: its pixel format and its
@@ -288,14 +323,15 @@ func (e *encoder) encodeZRLE(dst []byte, f *Frame, r Rect) []byte {
 }
 
 func (e *encoder) zrleTileData(dst []byte, f *Frame, t Rect) []byte {
+	drop := e.pw.cpixelDrop()
 	colours, index, few := palette(f, t, 16)
 	if few && len(colours) == 1 {
-		return e.pw.putCompact(append(dst, 1), colours[0])
+		return e.pw.putCPixel(append(dst, 1), colours[0], drop)
 	}
 	if few {
 		dst = append(dst, byte(len(colours)))
 		for _, c := range colours {
-			dst = e.pw.putCompact(dst, c)
+			dst = e.pw.putCPixel(dst, c, drop)
 		}
 		bits := 4
 		switch {
@@ -322,7 +358,7 @@ func (e *encoder) zrleTileData(dst []byte, f *Frame, t Rect) []byte {
 	dst = append(dst, 0)
 	for y := t.Y; y < t.Y+t.H; y++ {
 		for x := t.X; x < t.X+t.W; x++ {
-			dst = e.pw.putCompact(dst, f.bgr(x, y))
+			dst = e.pw.putCPixel(dst, f.bgr(x, y), drop)
 		}
 	}
 	return dst

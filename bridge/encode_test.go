@@ -322,15 +322,27 @@ func TestZRLERoundTrip(t *testing.T) {
 				z.r, _ = zlib.NewReader(&z.in)
 			}
 			got := make([]uint32, r.W*r.H)
-			cp := 3
-			if !newPixelWriter(pf).tpixel3 {
-				cp = int(pf.BPP) / 8
+			// A CPIXEL is the PIXEL without the byte that holds no colour
+			// (RFC 6143 §7.7.6), computed here from the format alone.
+			drop := -1
+			if pf.BPP == 32 && pf.Depth <= 24 {
+				top := max(pf.RedShift, pf.GreenShift, pf.BlueShift) + 8
+				switch {
+				case top <= 24 && !pf.BigEndian:
+					drop = 3
+				case top <= 24:
+					drop = 0
+				}
 			}
 			readCP := func() uint32 {
-				b := make([]byte, cp)
+				n := int(pf.BPP) / 8
+				if drop >= 0 {
+					n--
+				}
+				b := make([]byte, n)
 				io.ReadFull(z.r, b)
-				if cp == 3 && newPixelWriter(pf).tpixel3 {
-					return uint32(b[0])<<16 | uint32(b[1])<<8 | uint32(b[2])
+				if drop >= 0 {
+					b = append(b[:drop], append([]byte{0}, b[drop:]...)...)
 				}
 				return readPixel(pf, b)
 			}

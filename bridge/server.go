@@ -221,7 +221,7 @@ func (s *Server) Serve(ctx context.Context, conn net.Conn, o ConnOptions) error 
 
 	s.mu.Lock()
 	w, h := s.fb.W, s.fb.H
-	c := &client{s: s, bw: bw, enc: newEncoder(ServerFormat), viewOnly: o.ViewOnly,
+	c := &client{s: s, bw: bw, sent: -1, enc: newEncoder(ServerFormat), viewOnly: o.ViewOnly,
 		dirty: newTiles(w, h), snap: NewFrame(w, h), wake: make(chan struct{}, 1)}
 	s.clients[c] = struct{}{}
 	s.mu.Unlock()
