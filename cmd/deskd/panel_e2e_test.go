@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"fmt"
 	"encoding/json"
 	"image"
 	"io"
@@ -30,7 +31,7 @@ import (
 const e2eSecret = "e2e-panel-secret"
 
 // testPage is what the desktop's Chromium shows: flat colours and text.
-const testPage = `data:text/html,<body style='margin:0;background:%23204080'><div style='position:fixed;left:0;top:0;width:50%;height:50%;background:%23ff8800'></div><h1 style='position:fixed;top:60%;left:10%;color:white;font:48px sans-serif'>deskd 0123</h1></body>`
+const testPage = `data:text/html,<body style='margin:0;background:%23204080'><div style='position:fixed;left:0;top:0;width:50%;height:50%;background:%23ff8800'></div><h1 style='position:fixed;top:60%;left:10%;color:white;font:48px sans-serif'>deskd 0123</h1><input id='i' style='position:fixed;right:5%;bottom:5%;font-size:24px'><script>window.clicks=0;document.body.onclick=e=>{window.clicks++;document.getElementById('i').focus()}</script></body>`
 
 // gateway runs the reference gateway in-process in front of deskd.
 func gateway(t *testing.T, sandboxes map[string]*url.URL) string {
@@ -183,6 +184,15 @@ func TestPanelInBrowser(t *testing.T) {
 	display := st["display"].(string)
 	compareCanvas(t, b, display)
 
+	// Click and type through noVNC: the desktop's own Chromium, asked over
+	// the CDP relay, saw both.
+	b.clickCanvas(t, 0.5, 0.8)
+	if err := chromedp.Do(b.ctx, chromedp.SendKeys(chromedp.CSS("#screen canvas"), "Typed-42")); err != nil {
+		t.Fatal(err)
+	}
+	page := desktopPage(t, strings.Replace(sr.CDPURL, "/vnc.html?autoconnect=true&resize=scale", "", 1))
+	waitDesktop(t, page, `window.clicks >= 1 && document.getElementById("i").value === "Typed-42"`)
+
 	// The terminal, for real: type, read the screen, resize, reconnect.
 	b.load(sr.TerminalURL, `document.body.dataset.state === "connected"`)
 	b.check(t)
@@ -293,6 +303,53 @@ func (b *browser) check(t *testing.T) {
 		t.Fatalf("browser saw only %d responses: assets were not loaded", b.n)
 	}
 	t.Logf("browser loaded %d responses, none failed", b.n)
+}
+
+// clickCanvas clicks noVNC's canvas at a fraction of the remote screen.
+func (b *browser) clickCanvas(t *testing.T, fx, fy float64) {
+	t.Helper()
+	xy := b.eval(t, fmt.Sprintf(`(() => { const r = document.querySelector("#screen canvas").getBoundingClientRect(); return (r.left + %f * r.width) + " " + (r.top + %f * r.height); })()`, fx, fy))
+	var x, y float64
+	fmt.Sscan(xy, &x, &y)
+	if err := chromedp.Do(b.ctx, chromedp.MouseClickXY(x, y)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// desktopPage connects to the desktop Chromium's test page over CDP.
+func desktopPage(t *testing.T, cdpBase string) *cdpConn {
+	t.Helper()
+	var list []struct {
+		Type                 string `json:"type"`
+		URL                  string `json:"url"`
+		WebSocketDebuggerURL string `json:"webSocketDebuggerUrl"`
+	}
+	getJSON(t, cdpBase+"/json/list", &list)
+	for _, tg := range list {
+		if tg.Type == "page" && strings.HasPrefix(tg.URL, "data:text/html") {
+			return dialCDP(t, t.Context(), tg.WebSocketDebuggerURL, nil)
+		}
+	}
+	t.Fatalf("no test page among %+v", list)
+	return nil
+}
+
+// waitDesktop polls a JS condition in the desktop's page.
+func waitDesktop(t *testing.T, page *cdpConn, cond string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	var last json.RawMessage
+	for ctx.Err() == nil {
+		res, err := page.call(ctx, "Runtime.evaluate", map[string]any{"expression": cond, "returnByValue": true})
+		if err == nil && bytes.Contains(res, []byte(`"value":true`)) {
+			return
+		}
+		last = res
+		time.Sleep(100 * time.Millisecond)
+	}
+	state, _ := page.call(context.Background(), "Runtime.evaluate", map[string]any{"expression": `JSON.stringify({clicks: window.clicks, value: document.getElementById("i").value})`, "returnByValue": true})
+	t.Fatalf("desktop page never met %s (last %s); state %s", cond, last, state)
 }
 
 // canvasJS returns noVNC's canvas as "w h base64(RGBA)" once it has pixels.
