@@ -47,34 +47,23 @@ func idleRSS(ctx context.Context, c Config) ([]Figure, string, error) {
 }
 
 func deskdIdle(ctx context.Context, c Config) (float64, error) {
-	dir, err := os.MkdirTemp("", "deskd-bench-")
+	dk, err := startDeskd(ctx, c)
 	if err != nil {
 		return 0, err
 	}
-	defer os.RemoveAll(dir)
-	port, _ := freePort()
-	cdpPort, _ := freePort()
-	addr := "127.0.0.1:" + strconv.Itoa(port)
-	cmd := group(ctx, c.Deskd, "serve", "--run-dir", dir, "--listen", addr, "--cdp-port", strconv.Itoa(cdpPort))
-	if err := cmd.Start(); err != nil {
-		return 0, err
-	}
-	defer func() { killGroup(cmd.Process.Pid); cmd.Wait() }()
-	if err := waitHTTP(ctx, "http://"+addr+"/healthz", 20*time.Second); err != nil {
-		return 0, err
-	}
+	defer dk.stop()
 	for _, p := range []string{"/vnc.html", "/terminal/", "/vendor/xterm/lib/xterm.mjs", "/metrics", "/api/desktop/status"} {
-		resp, err := http.Get("http://" + addr + p)
+		resp, err := http.Get("http://" + dk.addr + p)
 		if err != nil {
 			return 0, err
 		}
 		resp.Body.Close()
 	}
 	time.Sleep(settle)
-	if pids := proc.LiveGroupMembers(cmd.Process.Pid); len(pids) != 1 {
+	if pids := proc.LiveGroupMembers(dk.pid); len(pids) != 1 {
 		return 0, fmt.Errorf("idle deskd runs %d processes (%v); want itself alone", len(pids), pids)
 	}
-	return rssKiB(cmd.Process.Pid), nil
+	return rssKiB(dk.pid), nil
 }
 
 func peerIdle(ctx context.Context, c Config) (float64, error) {

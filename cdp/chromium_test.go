@@ -3,9 +3,11 @@ package cdp
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -69,7 +71,7 @@ func TestStaleSingletonFromOtherHost(t *testing.T) {
 	if os.Geteuid() == 0 { // as in the image: the GUI runs as 1000:1000
 		cred = &syscall.Credential{Uid: 1000, Gid: 1000, Groups: []uint32{}}
 	}
-	port := freePort(t)
+	port := testenv.FreePort(t)
 	c, err := StartChromium(t.Context(), sp, ChromiumConfig{
 		Path: chromium, Port: port, ProfileDir: profile, Display: x.Display, Width: 1024, Height: 768,
 		Credential: cred, NoSandbox: true, LogPath: filepath.Join(root, "chromium.log"),
@@ -120,12 +122,15 @@ func procUID(t *testing.T, pid int) string {
 }
 
 func TestPortTaken(t *testing.T) {
-	port := freePort(t)
-	l := listen(t, port)
+	port := testenv.FreePort(t)
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer l.Close()
 	sp := proc.NewSpawner()
 	defer sp.Close()
-	_, err := StartChromium(t.Context(), sp, ChromiumConfig{Path: "/bin/true", Port: port, ProfileDir: t.TempDir()})
+	_, err = StartChromium(t.Context(), sp, ChromiumConfig{Path: "/bin/true", Port: port, ProfileDir: t.TempDir()})
 	if err == nil || !strings.Contains(err.Error(), "taken") {
 		t.Fatalf("err = %v", err)
 	}

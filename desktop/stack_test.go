@@ -2,7 +2,6 @@ package desktop
 
 import (
 	"context"
-	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -27,7 +26,7 @@ func newStack(t *testing.T, mod func(*Config)) *Stack {
 		Resolution:   x11.Resolution{Width: 1024, Height: 768, Depth: 24},
 		XvfbPath:     testenv.LookPath(t, "Xvfb"),
 		ChromiumPath: testenv.Chromium(t),
-		CDPPort:      freePort(t),
+		CDPPort:      testenv.FreePort(t),
 		NoSandbox:    true,
 		StopGrace:    10 * time.Second,
 	}
@@ -44,15 +43,6 @@ func newStack(t *testing.T, mod func(*Config)) *Stack {
 	s := New(cfg, sp)
 	t.Cleanup(func() { s.Close(context.Background()); sp.Close() })
 	return s
-}
-
-func freePort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // TestLifecycle: idle until asked; start; kill -9 Chromium and start

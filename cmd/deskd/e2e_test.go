@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -53,8 +52,8 @@ type install struct {
 func newInstall(t *testing.T, extra ...string) *install {
 	testenv.LookPath(t, "Xvfb")
 	testenv.Chromium(t)
-	e := &install{t: t, runDir: testenv.TempDir(t), listen: "127.0.0.1:" + strconv.Itoa(freePort(t))}
-	e.flags = append([]string{"--run-dir", e.runDir, "--listen", e.listen, "--cdp-port", strconv.Itoa(freePort(t)),
+	e := &install{t: t, runDir: testenv.TempDir(t), listen: "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))}
+	e.flags = append([]string{"--run-dir", e.runDir, "--listen", e.listen, "--cdp-port", strconv.Itoa(testenv.FreePort(t)),
 		"--resolution", "1024x768x24", "--log-level", "debug"}, extra...)
 	if os.Geteuid() == 0 {
 		e.flags = append(e.flags, "--user", "1000:1000")
@@ -111,15 +110,6 @@ func (e *install) status(v map[string]any) desktop.Status {
 		e.t.Fatal(err)
 	}
 	return st
-}
-
-func freePort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // children lists the live (non-zombie) child processes of pid.

@@ -36,7 +36,7 @@ func match(got, want []byte, tol int) float64 {
 func TestNativeViewers(t *testing.T) {
 	snapshot := testenv.LookPath(t, "vncsnapshot")
 	viewer := testenv.LookPath(t, "xtigervncviewer", "vncviewer")
-	vncAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	vncAddr := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
 	e := newInstall(t, "--vnc-listen", vncAddr, "--url", testPage)
 	out, code := e.run("start")
 	if code != 0 {

@@ -115,7 +115,7 @@ func TestPanelInBrowser(t *testing.T) {
 	chromium := testenv.Chromium(t)
 	e := newInstall(t)
 	deskd := serveDeskd(t, e)
-	closed := &url.URL{Scheme: "http", Host: "127.0.0.1:" + strconv.Itoa(freePort(t))}
+	closed := &url.URL{Scheme: "http", Host: "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))}
 	gw := gateway(t, map[string]*url.URL{"sb1": deskd, "absent": closed})
 
 	// The control plane's call: start the desktop, get the URLs.

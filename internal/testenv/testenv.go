@@ -4,6 +4,7 @@
 package testenv
 
 import (
+	"net"
 	"os"
 	"os/exec"
 	"testing"
@@ -47,4 +48,15 @@ func TempDir(t testing.TB) string {
 	}
 	t.Cleanup(func() { os.RemoveAll(d) })
 	return d
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }
