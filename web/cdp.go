@@ -29,17 +29,27 @@ var (
 	devtoolsPath = regexp.MustCompile(`^/devtools/[a-z_]{1,32}/[A-Za-z0-9._-]{1,128}$`)
 )
 
-// chromium makes sure Chromium runs (starting the desktop on the first
-// CDP request) and returns its debugging port.
+// chromium makes sure Chromium runs and answers (starting the desktop on
+// the first CDP request) and returns its debugging port. A status of
+// "running" is not trusted alone: a browser killed a moment ago still
+// looks alive until it is reaped, so it is asked, and Activate restarts
+// one that does not answer.
 func (s *Server) chromium(ctx context.Context) (int, error) {
-	if st := s.cfg.Stack.Status(); st.Pids[desktop.Chromium] == 0 || st.Status != desktop.StatusRunning {
-		ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
-		defer cancel()
-		if _, err := s.Activate(ctx, desktop.StartOptions{}); err != nil {
-			return 0, err
+	port := s.cfg.Stack.CDPPort()
+	if st := s.cfg.Stack.Status(); st.Status == desktop.StatusRunning && st.Pids[desktop.Chromium] != 0 {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := cdp.GetVersion(pctx, port)
+		cancel()
+		if err == nil {
+			return port, nil
 		}
 	}
-	return s.cfg.Stack.CDPPort(), nil
+	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	if _, err := s.Activate(ctx, desktop.StartOptions{}); err != nil {
+		return 0, err
+	}
+	return port, nil
 }
 
 func (s *Server) cdpPublic(r *http.Request) cdp.Public {

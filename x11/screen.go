@@ -44,6 +44,40 @@ type Screen struct {
 	done chan struct{}
 }
 
+// extInit records which extensions have had xgb's Init in this process.
+// Init also fills xgb's package-level event and error decoder tables,
+// which every connection's reader goroutine reads: running it again for a
+// second connection (a second display, a test's own client) races with
+// them. So Init runs once per extension; later connections only look the
+// extension's opcode up. The state is package-level because xgb's is.
+var extInit = struct {
+	sync.Mutex
+	done map[string]bool
+}{done: map[string]bool{}}
+
+func useExtension(c *xgb.Conn, name string, initFn func(*xgb.Conn) error) error {
+	extInit.Lock()
+	defer extInit.Unlock()
+	if !extInit.done[name] {
+		if err := initFn(c); err != nil {
+			return err
+		}
+		extInit.done[name] = true
+		return nil
+	}
+	rep, err := xproto.QueryExtension(c, uint16(len(name)), name).Reply()
+	if err != nil {
+		return err
+	}
+	if !rep.Present {
+		return fmt.Errorf("no %s extension on this X server", name)
+	}
+	c.ExtLock.Lock()
+	c.Extensions[name] = rep.MajorOpcode
+	c.ExtLock.Unlock()
+	return nil
+}
+
 // OpenScreen connects to display and prepares capture, damage and input.
 // The extensions are initialised and their versions queried before any
 // concurrent use (a request before QueryVersion gets BadRequest).
@@ -66,21 +100,21 @@ func OpenScreen(display string, log *slog.Logger) (*Screen, error) {
 		fn   func() error
 	}{
 		{"XFIXES", func() error {
-			if err := xfixes.Init(c); err != nil {
+			if err := useExtension(c, "XFIXES", xfixes.Init); err != nil {
 				return err
 			}
 			_, err := xfixes.QueryVersion(c, 5, 0).Reply()
 			return err
 		}},
 		{"DAMAGE", func() error {
-			if err := damage.Init(c); err != nil {
+			if err := useExtension(c, "DAMAGE", damage.Init); err != nil {
 				return err
 			}
 			_, err := damage.QueryVersion(c, 1, 1).Reply()
 			return err
 		}},
 		{"XTEST", func() error {
-			if err := xtest.Init(c); err != nil {
+			if err := useExtension(c, "XTEST", xtest.Init); err != nil {
 				return err
 			}
 			_, err := xtest.GetVersion(c, 2, 2).Reply()
@@ -111,7 +145,7 @@ func OpenScreen(display string, log *slog.Logger) (*Screen, error) {
 // openSHM attaches a segment big enough for the whole screen. It fails
 // when the X server does not share our IPC namespace.
 func (s *Screen) openSHM() error {
-	if err := shm.Init(s.c); err != nil {
+	if err := useExtension(s.c, "MIT-SHM", shm.Init); err != nil {
 		return err
 	}
 	if _, err := shm.QueryVersion(s.c).Reply(); err != nil {
