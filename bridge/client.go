@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
+	"slices"
 	"sync"
 )
 
@@ -74,11 +75,12 @@ type client struct {
 	wake      chan struct{}
 
 	// Used by the writer only.
-	sent int32 // encoding of the previous update, to log changes
-	bw   *bufio.Writer
-	enc  *encoder
-	snap *Frame
-	out  []byte
+	sent       int32 // encoding of the previous update, to log changes
+	cursorSent int   // serial of the cursor shape the viewer has
+	bw         *bufio.Writer
+	enc        *encoder
+	snap       *Frame
+	out        []byte
 }
 
 func (c *client) poke() {
@@ -157,12 +159,13 @@ func (c *client) writeLoop(ctx context.Context) error {
 		case <-c.wake:
 		}
 		c.mu.Lock()
-		if !c.requested || c.dirty.n == 0 {
+		cursor := c.pendingCursor()
+		if !c.requested || (c.dirty.n == 0 && cursor == nil) {
 			c.mu.Unlock()
 			continue
 		}
 		rects := c.dirty.take(c.request)
-		if len(rects) == 0 {
+		if len(rects) == 0 && cursor == nil {
 			c.mu.Unlock()
 			continue
 		}
@@ -187,7 +190,7 @@ func (c *client) writeLoop(ctx context.Context) error {
 			c.s.log.Debug("viewer encoding", "encoding", encodingName(encoding), "jpeg_quality", c.enc.quality, "bpp", c.enc.pw.pf.BPP)
 			c.sent = encoding
 		}
-		if err := c.sendUpdate(rects, encoding); err != nil {
+		if err := c.sendUpdate(rects, encoding, cursor); err != nil {
 			return err
 		}
 	}
@@ -205,6 +208,22 @@ func encodingName(e int32) string {
 	return "raw"
 }
 
+// pendingCursor returns the pointer shape when the viewer takes the
+// Cursor pseudo-encoding and does not have the current one. Callers hold
+// c.mu.
+func (c *client) pendingCursor() *cursorShape {
+	if !slices.Contains(c.encodings, EncCursor) {
+		return nil
+	}
+	c.s.mu.RLock()
+	cur := c.s.cursor
+	c.s.mu.RUnlock()
+	if cur.img == nil || cur.serial == c.cursorSent {
+		return nil
+	}
+	return &cur
+}
+
 // choose picks the first encoding of the client's list that we speak.
 func (c *client) choose() int32 {
 	for _, e := range c.encodings {
@@ -218,10 +237,18 @@ func (c *client) choose() int32 {
 
 // sendUpdate writes a FramebufferUpdate (§7.6.1): u8 0, pad, u16 n, then
 // per rectangle u16 x, y, w, h, s32 encoding and its body.
-func (c *client) sendUpdate(rects []Rect, encoding int32) error {
+func (c *client) sendUpdate(rects []Rect, encoding int32, cursor *cursorShape) error {
 	be := binary.BigEndian
+	n := len(rects)
+	if cursor != nil {
+		n++
+	}
 	c.out = append(c.out[:0], msgFramebufferUpdate, 0)
-	c.out = be.AppendUint16(c.out, uint16(len(rects)))
+	c.out = be.AppendUint16(c.out, uint16(n))
+	if cursor != nil {
+		c.out = c.appendCursor(c.out, cursor)
+		c.cursorSent = cursor.serial
+	}
 	for _, r := range rects {
 		c.out = be.AppendUint16(c.out, uint16(r.X))
 		c.out = be.AppendUint16(c.out, uint16(r.Y))
@@ -243,4 +270,40 @@ func (c *client) sendUpdate(rects []Rect, encoding int32) error {
 		return err
 	}
 	return c.bw.Flush()
+}
+
+// appendCursor writes the Cursor pseudo-rectangle (RFC 6143 §7.8.1): x, y
+// the hotspot, w, h the size; then w*h PIXELs and a 1-bit opacity mask,
+// rows padded to a byte, most significant bit first.
+func (c *client) appendCursor(dst []byte, cur *cursorShape) []byte {
+	be := binary.BigEndian
+	b := cur.img.Bounds()
+	w, h := b.Dx(), b.Dy()
+	dst = be.AppendUint16(dst, uint16(cur.hot.X))
+	dst = be.AppendUint16(dst, uint16(cur.hot.Y))
+	dst = be.AppendUint16(dst, uint16(w))
+	dst = be.AppendUint16(dst, uint16(h))
+	enc := int32(EncCursor)
+	dst = be.AppendUint32(dst, uint32(enc))
+	pix := cur.img.Pix
+	for i := 0; i < w*h; i++ {
+		dst = c.enc.pw.put(dst, uint32(pix[4*i])<<16|uint32(pix[4*i+1])<<8|uint32(pix[4*i+2]))
+	}
+	for y := 0; y < h; y++ {
+		var m byte
+		bits := 0
+		for x := 0; x < w; x++ {
+			m <<= 1
+			if pix[4*(y*w+x)+3] >= 128 {
+				m |= 1
+			}
+			if bits++; bits == 8 {
+				dst, m, bits = append(dst, m), 0, 0
+			}
+		}
+		if bits > 0 {
+			dst = append(dst, m<<(8-bits))
+		}
+	}
+	return dst
 }

@@ -33,6 +33,22 @@ type Screen interface {
 	Pointer(x, y int, buttons uint8) error
 }
 
+// CursorScreen is a Screen that also tells its pointer's shape, which
+// viewers that accept the Cursor pseudo-encoding draw themselves (the
+// captured screen has no pointer in it).
+type CursorScreen interface {
+	CursorImage() (*image.NRGBA, image.Point, error)
+	CursorChanged() <-chan struct{}
+}
+
+// cursorShape is the current pointer shape, numbered so each viewer knows
+// whether it has it.
+type cursorShape struct {
+	img    *image.NRGBA
+	hot    image.Point
+	serial int
+}
+
 func toImage(r Rect) image.Rectangle { return image.Rect(r.X, r.Y, r.X+r.W, r.Y+r.H) }
 
 func fromImage(r image.Rectangle) Rect { return Rect{r.Min.X, r.Min.Y, r.Dx(), r.Dy()} }
@@ -50,8 +66,9 @@ type Server struct {
 	log    *slog.Logger
 	screen Screen
 
-	mu      sync.RWMutex // guards fb and clients
+	mu      sync.RWMutex // guards fb, cursor and clients
 	fb      *Frame
+	cursor  cursorShape
 	clients map[*client]struct{}
 
 	ctx    context.Context
@@ -79,6 +96,11 @@ func NewServer(screen Screen, cfg Config) (*Server, error) {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.wg.Add(1)
 	go s.captureLoop()
+	if cs, ok := screen.(CursorScreen); ok {
+		s.readCursor(cs)
+		s.wg.Add(1)
+		go s.cursorLoop(cs)
+	}
 	return s, nil
 }
 
@@ -124,6 +146,38 @@ func (s *Server) captureLoop() {
 		}
 		s.mu.RUnlock()
 	}
+}
+
+// cursorLoop follows the pointer's shape.
+func (s *Server) cursorLoop(cs CursorScreen) {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case _, ok := <-cs.CursorChanged():
+			if !ok {
+				return
+			}
+		}
+		s.readCursor(cs)
+		s.mu.RLock()
+		for c := range s.clients {
+			c.poke()
+		}
+		s.mu.RUnlock()
+	}
+}
+
+func (s *Server) readCursor(cs CursorScreen) {
+	img, hot, err := cs.CursorImage()
+	if err != nil {
+		s.log.Debug("cursor image", "err", err)
+		return
+	}
+	s.mu.Lock()
+	s.cursor = cursorShape{img: img, hot: hot, serial: s.cursor.serial + 1}
+	s.mu.Unlock()
 }
 
 // capture grabs the damaged area and returns the tiles that differ from

@@ -60,6 +60,39 @@ func (m *memScreen) Pointer(x, y int, b uint8) error {
 	return nil
 }
 
+// cursorScreen is a memScreen with a pointer shape.
+type cursorScreen struct {
+	*memScreen
+	img     *image.NRGBA
+	hot     image.Point
+	changed chan struct{}
+}
+
+func (c *cursorScreen) CursorImage() (*image.NRGBA, image.Point, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.img, c.hot, nil
+}
+
+func (c *cursorScreen) CursorChanged() <-chan struct{} { return c.changed }
+
+func (c *cursorScreen) setCursor(w, h int, hot image.Point, rgb uint32) {
+	img := image.NewNRGBA(image.Rect(0, 0, w, h))
+	for y := 0; y < h; y++ {
+		for x := 0; x < w; x++ {
+			i := 4 * (y*w + x)
+			img.Pix[i], img.Pix[i+1], img.Pix[i+2] = byte(rgb>>16), byte(rgb>>8), byte(rgb)
+			if x <= y { // a triangle: the rest is transparent
+				img.Pix[i+3] = 255
+			}
+		}
+	}
+	c.mu.Lock()
+	c.img, c.hot = img, hot
+	c.mu.Unlock()
+	c.changed <- struct{}{}
+}
+
 // paint fills r with colour and reports the damage.
 func (m *memScreen) paint(r Rect, rgb uint32) {
 	m.mu.Lock()
@@ -85,6 +118,13 @@ type rfbClient struct {
 	zrle   inflater
 	zlib   inflater
 	closed chan error
+	cursor cursorSeen
+}
+
+type cursorSeen struct {
+	r    Rect // x, y: hotspot
+	pix  []uint32
+	mask []byte
 }
 
 func serve(t *testing.T, s *Server, o ConnOptions) (net.Conn, chan error) {
@@ -195,6 +235,10 @@ func (c *rfbClient) update() []Rect {
 		r := Rect{int(be.Uint16(rh)), int(be.Uint16(rh[2:])), int(be.Uint16(rh[4:])), int(be.Uint16(rh[6:]))}
 		enc := int32(be.Uint32(rh[8:]))
 		px := c.decode(r, enc)
+		if enc == EncCursor {
+			rects = append(rects, Rect{W: -1}) // marks a cursor rectangle
+			continue
+		}
 		for i, p := range px {
 			c.fb[(r.Y+i/r.W)*c.w+r.X+i%r.W] = p
 		}
@@ -206,6 +250,11 @@ func (c *rfbClient) update() []Rect {
 func (c *rfbClient) decode(r Rect, enc int32) []uint32 {
 	bpp := int(c.pf.BPP) / 8
 	switch enc {
+	case EncCursor:
+		pix := pixels(c.pf, c.read(r.W*r.H*bpp))
+		mask := c.read((r.W + 7) / 8 * r.H)
+		c.cursor = cursorSeen{r: r, pix: pix, mask: mask}
+		return nil
 	case EncRaw:
 		return pixels(c.pf, c.read(r.W*r.H*bpp))
 	case EncZlib:
@@ -302,6 +351,34 @@ func TestIncrementalUpdatesPerEncoding(t *testing.T) {
 				t.Fatal("incremental update does not match the screen")
 			}
 		})
+	}
+}
+
+func TestCursorShape(t *testing.T) {
+	cs := &cursorScreen{memScreen: newMemScreen(64, 64), changed: make(chan struct{}, 1)}
+	cs.setCursor(9, 12, image.Pt(1, 2), 0x11aa22)
+	s, err := NewServer(cs, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	c := dialRFB(t, s, version38, "", ConnOptions{})
+	c.setEncodings(EncRaw, EncCursor)
+	c.request(false)
+	c.update()
+	cur := c.cursor
+	if cur.r != (Rect{1, 2, 9, 12}) || cur.pix[0] != 0x11aa22 {
+		t.Fatalf("cursor rect %+v, first pixel %06x", cur.r, cur.pix[0])
+	}
+	// Row y has its first y+1 pixels opaque; rows are 2 bytes wide.
+	if cur.mask[0] != 0x80 || cur.mask[2*8] != 0xff || cur.mask[2*8+1] != 0x80 {
+		t.Fatalf("mask rows 0 and 8: %08b, %08b %08b", cur.mask[0], cur.mask[16], cur.mask[17])
+	}
+	// A new shape alone makes an update, with nothing but the cursor.
+	cs.setCursor(4, 4, image.Pt(0, 0), 0xffffff)
+	c.request(true)
+	if rects := c.update(); len(rects) != 1 || rects[0].W != -1 || c.cursor.r != (Rect{0, 0, 4, 4}) {
+		t.Fatalf("after a shape change: %v, cursor %+v", rects, c.cursor.r)
 	}
 }
 

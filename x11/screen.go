@@ -30,7 +30,8 @@ type Screen struct {
 	shmID int
 	shmem []byte // nil: GetImage
 
-	damage chan image.Rectangle
+	damage   chan image.Rectangle
+	cursorCh chan struct{}
 
 	inMu     sync.Mutex // input state and the keyboard mapping
 	minKey   xproto.Keycode
@@ -92,7 +93,7 @@ func OpenScreen(display string, log *slog.Logger) (*Screen, error) {
 	setup := xproto.Setup(c)
 	scr := setup.DefaultScreen(c)
 	s := &Screen{c: c, root: scr.Root, w: int(scr.WidthInPixels), h: int(scr.HeightInPixels), log: log,
-		damage: make(chan image.Rectangle, 4096), minKey: setup.MinKeycode,
+		damage: make(chan image.Rectangle, 4096), cursorCh: make(chan struct{}, 1), minKey: setup.MinKeycode,
 		bound: map[xproto.Keysym]xproto.Keycode{}, done: make(chan struct{})}
 	fail := func(err error) (*Screen, error) { c.Close(); return nil, err }
 	for _, init := range []struct {
@@ -137,6 +138,9 @@ func OpenScreen(display string, log *slog.Logger) (*Screen, error) {
 	}
 	if err := damage.CreateChecked(c, d, xproto.Drawable(s.root), damage.ReportLevelRawRectangles).Check(); err != nil {
 		return fail(fmt.Errorf("x11: create damage: %w", err))
+	}
+	if err := xfixes.SelectCursorInputChecked(c, s.root, xfixes.CursorNotifyMaskDisplayCursor).Check(); err != nil {
+		return fail(fmt.Errorf("x11: cursor events: %w", err))
 	}
 	go s.events() // ends when the connection closes
 	return s, nil
@@ -186,6 +190,13 @@ func (s *Screen) events() {
 		ev, err := s.c.WaitForEvent()
 		if ev == nil && err == nil {
 			return // connection closed
+		}
+		if _, ok := ev.(xfixes.CursorNotifyEvent); ok {
+			select {
+			case s.cursorCh <- struct{}{}:
+			default:
+			}
+			continue
 		}
 		n, ok := ev.(damage.NotifyEvent)
 		if !ok {

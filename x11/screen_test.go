@@ -77,6 +77,21 @@ func TestScreen(t *testing.T) {
 		t.Fatal("partial capture misplaced")
 	}
 
+	// The pointer's shape (Xvfb's default X-shaped cursor).
+	img, hot, err := s.CursorImage()
+	if err != nil || img.Bounds().Dx() == 0 || !hot.In(img.Bounds()) {
+		t.Fatalf("cursor %v hot %v: %v", img.Bounds(), hot, err)
+	}
+	opaque := 0
+	for i := 3; i < len(img.Pix); i += 4 {
+		if img.Pix[i] > 0 {
+			opaque++
+		}
+	}
+	if opaque == 0 {
+		t.Fatal("cursor image is all transparent")
+	}
+
 	// Pointer: move and click inside the window.
 	if err := s.Pointer(150, 80, 1); err != nil {
 		t.Fatal(err)
