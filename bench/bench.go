@@ -138,7 +138,7 @@ func Run(ctx context.Context, c Config) (Report, error) {
 	}
 	// Not yet measurable: their servers are separate issues.
 	for name, why := range map[string]string{
-		"rfb": "pending: the RFB server (issue 3) is not built yet",
+		"rfb": "pending: the RFB scenario against x11vnc + websockify is not written yet (issues 3, 6)",
 	} {
 		r.Scenarios[name] = &Scenario{Status: why}
 	}

@@ -187,9 +187,6 @@ func (s *Stack) Close(ctx context.Context) {
 // CDPPort is Chromium's debugging port on 127.0.0.1.
 func (s *Stack) CDPPort() int { return s.cfg.CDPPort }
 
-// Running reports whether every component is up.
-func (s *Stack) Running() bool { return s.Status().Status == StatusRunning }
-
 // Status reports the stack's state without waiting for a start in progress.
 func (s *Stack) Status() Status {
 	s.mu.Lock()

@@ -260,17 +260,6 @@ func (p *Process) ExitError() error {
 	return fmt.Errorf("%s (pid %d) exited: %s; output: %q", p.Name, p.Pid, exitText(p.err), lastLines(p.Tail(), 10))
 }
 
-// Signal sends sig to the child's process group.
-func (p *Process) Signal(sig syscall.Signal) error {
-	if p.Exited() {
-		return nil
-	}
-	if err := syscall.Kill(-p.Pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return fmt.Errorf("signal %s: %w", p.Name, err)
-	}
-	return nil
-}
-
 // Stop sends the stop signal to the child (not its group, so a browser
 // shuts its helpers down itself), waits up to grace for it to exit, then
 // kills its process group. It returns once the child is reaped and no

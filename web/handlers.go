@@ -3,12 +3,9 @@ package web
 import (
 	"errors"
 	"sync"
-	"time"
 )
 
 var errShuttingDown = errors.New("web: shutting down")
-
-var timeNow = time.Now
 
 // handlerGroup counts long-lived handlers (WebSockets) so Close can wait
 // for them: http.Server.Shutdown does not wait for hijacked connections.

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/cubepod/deskd/desktop"
+	"github.com/cubepod/deskd/term"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -16,7 +17,7 @@ type metrics struct {
 	activations *prometheus.CounterVec
 }
 
-func newMetrics(stack *desktop.Stack, ss *sessions) *metrics {
+func newMetrics(stack *desktop.Stack, ss *sessions, terminal *term.Manager) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		activations: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -33,6 +34,15 @@ func newMetrics(stack *desktop.Stack, ss *sessions) *metrics {
 			Help: "Panel sessions (distinct tokens, or clients without a panel secret) active in the idle window or holding a connection.",
 		}, func() float64 { return float64(ss.active(time.Now())) }),
 		&stackCollector{stack: stack},
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "cubepod_terminal_sessions",
+			Help: "Terminal sessions alive (a session outlives its viewers until it is reaped).",
+		}, func() float64 {
+			if terminal == nil {
+				return 0
+			}
+			return float64(terminal.Count())
+		}),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

@@ -75,7 +75,7 @@ func New(cfg Config) *Server {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, sessions: newSessions(cfg.SessionIdle)}
 	s.base, s.cancel = context.WithCancel(context.Background())
-	s.metrics = newMetrics(cfg.Stack, s.sessions)
+	s.metrics = newMetrics(cfg.Stack, s.sessions, cfg.Terminal)
 	mux := s.routes()
 	s.public = s.withPanel(mux)
 	s.control = s.withClaims(mux, panel.Claims{Scope: panel.ScopeFull})

@@ -142,6 +142,7 @@ func TestMetrics(t *testing.T) {
 		`cubepod_desktop_activations_total{result="error"} 0`,
 		"cubepod_panel_active_sessions 1",
 		`cubepod_desktop_component_up{component="chromium"} 0`,
+		"cubepod_terminal_sessions 0",
 		"go_goroutines",
 	} {
 		if !strings.Contains(body, want) {

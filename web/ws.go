@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/coder/websocket"
 )
@@ -80,7 +81,7 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, subprotocols []
 	c.SetReadLimit(readLimit)
 	ctx, cancel := context.WithCancel(s.base)
 	stop := context.AfterFunc(r.Context(), cancel)
-	release := s.sessions.hold(sessionKeyFrom(r), timeNow())
+	release := s.sessions.hold(sessionKeyFrom(r), time.Now())
 	done := func() {
 		release()
 		stop()
