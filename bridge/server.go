@@ -104,11 +104,16 @@ func NewServer(screen Screen, cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// Close stops the capture loop. Connections end with their contexts.
+// Close stops the capture loop and ends the connections.
 func (s *Server) Close() {
 	s.cancel()
 	s.wg.Wait()
 }
+
+// Done is closed when the server has stopped: Close was called, or the
+// screen went away (its damage channel closed, e.g. the X server died).
+// Its viewers are disconnected then, so they can reconnect elsewhere.
+func (s *Server) Done() <-chan struct{} { return s.ctx.Done() }
 
 // captureLoop turns damage into changed tiles in the shared framebuffer
 // and marks them dirty for every client.
@@ -122,6 +127,8 @@ func (s *Server) captureLoop() {
 			return
 		case r, ok := <-s.screen.Damage():
 			if !ok {
+				s.log.Info("screen gone; disconnecting viewers")
+				s.cancel()
 				return
 			}
 			damaged = append(damaged, fromImage(r))
@@ -262,6 +269,8 @@ func (s *Server) Serve(ctx context.Context, conn net.Conn, o ConnOptions) error 
 	defer conn.Close()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	stopServer := context.AfterFunc(s.ctx, cancel) // the server's end ends its viewers
+	defer stopServer()
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
 

@@ -382,6 +382,26 @@ func TestCursorShape(t *testing.T) {
 	}
 }
 
+// When the screen goes away (the X server died), viewers are cut off so
+// they can reconnect to the next one, and the server says it is done.
+func TestScreenGoneEndsViewers(t *testing.T) {
+	scr := newMemScreen(64, 64)
+	s := newTestServer(t, scr, "")
+	c := dialRFB(t, s, version38, "", ConnOptions{})
+	close(scr.damage)
+	select {
+	case <-s.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("server not done after its screen went away")
+	}
+	select {
+	case err := <-c.closed:
+		c.closed <- err // for the cleanup
+	case <-time.After(5 * time.Second):
+		t.Fatal("viewer still connected to a server without a screen")
+	}
+}
+
 func TestInputAndViewOnly(t *testing.T) {
 	scr := newMemScreen(64, 64)
 	s := newTestServer(t, scr, "")

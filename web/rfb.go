@@ -50,7 +50,11 @@ func (s *Server) rfbServer(ctx context.Context) (*bridge.Server, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.srv != nil && h.display == st.Display {
-		return h.srv, nil
+		select {
+		case <-h.srv.Done(): // its X connection died: start over
+		default:
+			return h.srv, nil
+		}
 	}
 	h.close()
 	scr, err := x11.OpenScreen(st.Display, s.log.With("part", "x11"))

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"sync"
 	"testing"
 	"time"
@@ -193,6 +194,22 @@ func TestPanelInBrowser(t *testing.T) {
 	page := desktopPage(t, strings.Replace(sr.CDPURL, "/vnc.html?autoconnect=true&resize=scale", "", 1))
 	waitDesktop(t, page, `window.clicks >= 1 && document.getElementById("i").value === "Typed-42"`)
 
+	// kill -9 Xvfb: the supervisor brings the display back, the page
+	// reconnects, and what it shows is the new display.
+	xvfbPid := int(st["pids"].(map[string]any)["xvfb"].(float64))
+	b.eval(t, `(window.__oldRFB = window.deskd.rfb, "ok")`)
+	if err := syscall.Kill(xvfbPid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	b.waitJS(t, `document.body.dataset.state === "connected" && window.deskd.rfb !== window.__oldRFB`)
+	var st2 map[string]any
+	_, body2 := fetch(t, gw+"/sandboxes/sb1/desktop/status")
+	json.Unmarshal([]byte(body2), &st2)
+	if st2["status"] != "running" || int(st2["pids"].(map[string]any)["xvfb"].(float64)) == xvfbPid {
+		t.Fatalf("after kill -9 Xvfb: %v", st2)
+	}
+	compareCanvas(t, b, st2["display"].(string))
+
 	// The terminal, for real: type, read the screen, resize, reconnect.
 	b.load(sr.TerminalURL, `document.body.dataset.state === "connected"`)
 	b.check(t)
@@ -229,11 +246,12 @@ func deskdPort(u *url.URL) int {
 // browser is a headless Chromium that records every HTTP request and
 // its outcome.
 type browser struct {
-	ctx  context.Context
-	mu   sync.Mutex
-	urls map[network.RequestID]string
-	bad  []string
-	n    int
+	ctx      context.Context
+	mu       sync.Mutex
+	urls     map[network.RequestID]string
+	inflight map[network.RequestID]bool // HTTP requests not finished yet
+	bad      []string
+	n        int
 }
 
 func newBrowser(t *testing.T, path string) *browser {
@@ -250,7 +268,7 @@ func newBrowser(t *testing.T, path string) *browser {
 	ctx, cancelC := chromedp.NewContext(actx)
 	ctx, cancelT := context.WithTimeout(ctx, 2*time.Minute)
 	t.Cleanup(func() { cancelT(); cancelC(); cancelA() })
-	b := &browser{ctx: ctx, urls: map[network.RequestID]string{}}
+	b := &browser{ctx: ctx, urls: map[network.RequestID]string{}, inflight: map[network.RequestID]bool{}}
 	// Listen's callback runs in the tab's reader: record, never block.
 	err := chromedp.Listen(ctx, func(ev any) {
 		b.mu.Lock()
@@ -258,12 +276,18 @@ func newBrowser(t *testing.T, path string) *browser {
 		switch e := ev.(type) {
 		case *network.EventRequestWillBeSent:
 			b.urls[e.RequestID] = e.Request.URL
+			if e.Type != network.ResourceTypeWebSocket {
+				b.inflight[e.RequestID] = true
+			}
+		case *network.EventLoadingFinished:
+			delete(b.inflight, e.RequestID)
 		case *network.EventResponseReceived:
 			b.n++
 			if e.Response.Status >= 400 {
 				b.bad = append(b.bad, e.Response.URL+" -> "+strconv.Itoa(int(e.Response.Status)))
 			}
 		case *network.EventLoadingFailed:
+			delete(b.inflight, e.RequestID)
 			// Chrome reports a failed subresource (a 404 stylesheet,
 			// say) as aborted; only the WebSocket may fail here, since
 			// the RFB and terminal endpoints are other issues' work.
@@ -285,11 +309,26 @@ func (b *browser) load(u, ready string) {
 	if err == nil {
 		ok, err = chromedp.Run(b.ctx, chromedp.Poll[bool](ready, chromedp.WithPollingTimeout(30*time.Second)))
 	}
+	// Let the page's requests finish (a late favicon, say) before anything
+	// navigates away and cancels them.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		b.mu.Lock()
+		idle := len(b.inflight) == 0
+		b.mu.Unlock()
+		if idle {
+			break
+		}
+		time.Sleep(20 * time.Millisecond) // network events arrive on chromedp's goroutine
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if err != nil || !ok {
 		b.bad = append(b.bad, "page "+u+" never became ready ("+ready+"): "+errText(err))
 	}
+	for id := range b.inflight {
+		b.bad = append(b.bad, "still loading after 10 s: "+b.urls[id])
+	}
+	clear(b.inflight)
 }
 
 func (b *browser) check(t *testing.T) {
