@@ -15,8 +15,8 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
