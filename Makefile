@@ -38,7 +38,7 @@ run: build ## start deskd on $(LISTEN) with the desktop, then follow its log
 	@echo "desktop: http://$(LISTEN)/vnc.html?autoconnect=true&resize=scale  terminal: http://$(LISTEN)/terminal/"
 	@echo "stop with: $(BIN)/deskd stop --daemon --run-dir $(RUN_DIR)"
 
-test: assets ## run every test (real Xvfb and Chromium) and the fuzz targets briefly
+test: assets fmt vet ## gofmt and vet, every test (real Xvfb and Chromium), then the fuzz targets briefly
 	DESKD_REQUIRE_ALL=1 $(GO) test $(TESTFLAGS) ./...
 	$(MAKE) fuzz
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./...
