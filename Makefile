@@ -55,7 +55,7 @@ fmt: ## fail if any file needs gofmt
 vet: assets ## go vet
 	$(GO) vet ./...
 
-check: fmt vet test ## fmt + vet + test
+check: test ## fmt + vet + test (make test runs all three)
 
 bench: build ## measure deskd against its peers; writes bench/results/latest.json
 	$(BIN)/deskd-bench -out bench/results/latest.json
