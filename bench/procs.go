@@ -57,37 +57,40 @@ func freePort() (int, error) {
 // waitHTTP polls url until it answers 200 (readiness of another process
 // has no event to wait on).
 func waitHTTP(ctx context.Context, url string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
+	return poll(ctx, timeout, url+" not ready", func() error {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return nil
-			}
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not ready in %s: %v", url, timeout, err)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			return fmt.Errorf("status %s", resp.Status)
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
+		return nil
+	})
 }
 
 func waitTCP(ctx context.Context, addr string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for {
+	return poll(ctx, timeout, addr+" not listening", func() error {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			c.Close()
+		}
+		return err
+	})
+}
+
+// poll calls try every 10 ms until it succeeds, timeout passes or ctx ends.
+func poll(ctx context.Context, timeout time.Duration, what string, try func() error) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := try()
+		if err == nil {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not listening in %s: %v", addr, timeout, err)
+			return fmt.Errorf("%s in %s: %v", what, timeout, err)
 		}
 		select {
 		case <-ctx.Done():

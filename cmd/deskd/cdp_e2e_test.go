@@ -56,16 +56,11 @@ func (c *cdpEnv) mint(t *testing.T, scope panel.Scope) string {
 
 func getJSON(t *testing.T, u string, v any) {
 	t.Helper()
-	resp, err := http.Get(u)
-	if err != nil {
-		t.Fatal(err)
+	code, b := fetch(t, u)
+	if code != 200 {
+		t.Fatalf("GET %s: %d %s", u, code, b)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 {
-		t.Fatalf("GET %s: %d %s", u, resp.StatusCode, b)
-	}
-	if err := json.Unmarshal(b, v); err != nil {
+	if err := json.Unmarshal([]byte(b), v); err != nil {
 		t.Fatalf("GET %s: %v: %s", u, err, b)
 	}
 }
