@@ -32,6 +32,8 @@ type Screen struct {
 
 	damage   chan image.Rectangle
 	cursorCh chan struct{}
+	clip     *clipboard
+	wg       sync.WaitGroup // the clipboard's goroutine
 
 	inMu     sync.Mutex // input state and the keyboard mapping
 	minKey   xproto.Keycode
@@ -142,7 +144,11 @@ func OpenScreen(display string, log *slog.Logger) (*Screen, error) {
 	if err := xfixes.SelectCursorInputChecked(c, s.root, xfixes.CursorNotifyMaskDisplayCursor).Check(); err != nil {
 		return fail(fmt.Errorf("x11: cursor events: %w", err))
 	}
+	if s.clip, err = newClipboard(s); err != nil {
+		return fail(err)
+	}
 	go s.events() // ends when the connection closes
+	s.wg.Go(func() { s.clip.run(s.done) })
 	return s, nil
 }
 
@@ -190,6 +196,9 @@ func (s *Screen) events() {
 		ev, err := s.c.WaitForEvent()
 		if ev == nil && err == nil {
 			return // connection closed
+		}
+		if s.clip.forward(ev) {
+			continue
 		}
 		if _, ok := ev.(xfixes.CursorNotifyEvent); ok {
 			select {
@@ -259,6 +268,7 @@ func (s *Screen) Capture(r image.Rectangle, pix []byte, stride int) error {
 func (s *Screen) Close() error {
 	s.c.Close()
 	<-s.done
+	s.wg.Wait()
 	if s.shmem != nil {
 		unix.SysvShmDetach(s.shmem)
 	}
