@@ -73,6 +73,11 @@ type client struct {
 	quality   int          // -1: no JPEG
 	level     int
 	wake      chan struct{}
+	// Clipboard: extClip when the viewer takes the extended clipboard;
+	// the want* flags are replies the writer owes it.
+	extClip, capsSent                    bool
+	wantRequest, wantProvide, wantNotify bool
+	clipSeen                             int // serial of the clipboard the viewer has
 
 	// Used by the writer only.
 	sent       int32 // encoding of the previous update, to log changes
@@ -115,6 +120,7 @@ func (c *client) readLoop(ctx context.Context, br *bufio.Reader) error {
 		case msgSetEncodings:
 			c.mu.Lock()
 			c.encodings, c.quality, c.level = m.Encodings, -1, 1
+			c.extClip = slices.Contains(m.Encodings, EncExtendedClipboard)
 			for _, e := range m.Encodings {
 				switch {
 				case e >= encJPEGQuality0 && e <= encJPEGQuality0+9:
@@ -124,6 +130,7 @@ func (c *client) readLoop(ctx context.Context, br *bufio.Reader) error {
 				}
 			}
 			c.mu.Unlock()
+			c.poke() // caps for the extended clipboard
 		case msgFBUpdateRequest:
 			c.mu.Lock()
 			if !m.Incremental {
@@ -144,9 +151,13 @@ func (c *client) readLoop(ctx context.Context, br *bufio.Reader) error {
 			if !c.viewOnly {
 				c.s.screen.Pointer(m.X, m.Y, m.Buttons)
 			}
+		case msgClientCutText:
+			if err := c.clientCutText(m); err != nil {
+				return err
+			}
 		}
-		// ClientCutText, Fence, EnableContinuousUpdates and SetDesktopSize
-		// are parsed (and bounded) but not acted on yet.
+		// Fence, EnableContinuousUpdates and SetDesktopSize are parsed
+		// (and bounded) but not acted on yet.
 	}
 }
 
@@ -158,8 +169,24 @@ func (c *client) writeLoop(ctx context.Context) error {
 			return ctx.Err()
 		case <-c.wake:
 		}
+		// Shared state first: the capture loop takes s.mu then c.mu, so
+		// nothing here may take s.mu while holding c.mu.
+		c.s.mu.RLock()
+		clip, cur := c.s.clip, c.s.cursor
+		c.s.mu.RUnlock()
 		c.mu.Lock()
-		cursor := c.pendingCursor()
+		c.out = c.clipMessages(c.out[:0], clip)
+		if len(c.out) > 0 {
+			c.mu.Unlock()
+			if _, err := c.bw.Write(c.out); err != nil {
+				return err
+			}
+			if err := c.bw.Flush(); err != nil {
+				return err
+			}
+			c.mu.Lock()
+		}
+		cursor := c.pendingCursor(cur)
 		if !c.requested || (c.dirty.n == 0 && cursor == nil) {
 			c.mu.Unlock()
 			continue
@@ -208,16 +235,12 @@ func encodingName(e int32) string {
 	return "raw"
 }
 
-// pendingCursor returns the pointer shape when the viewer takes the
-// Cursor pseudo-encoding and does not have the current one. Callers hold
-// c.mu.
-func (c *client) pendingCursor() *cursorShape {
+// pendingCursor returns the pointer shape cur when the viewer takes the
+// Cursor pseudo-encoding and does not have it. Callers hold c.mu.
+func (c *client) pendingCursor(cur cursorShape) *cursorShape {
 	if !slices.Contains(c.encodings, EncCursor) {
 		return nil
 	}
-	c.s.mu.RLock()
-	cur := c.s.cursor
-	c.s.mu.RUnlock()
 	if cur.img == nil || cur.serial == c.cursorSent {
 		return nil
 	}

@@ -66,9 +66,10 @@ type Server struct {
 	log    *slog.Logger
 	screen Screen
 
-	mu      sync.RWMutex // guards fb, cursor and clients
+	mu      sync.RWMutex // guards fb, cursor, clip and clients
 	fb      *Frame
 	cursor  cursorShape
+	clip    clipState
 	clients map[*client]struct{}
 
 	ctx    context.Context
@@ -100,6 +101,10 @@ func NewServer(screen Screen, cfg Config) (*Server, error) {
 		s.readCursor(cs)
 		s.wg.Add(1)
 		go s.cursorLoop(cs)
+	}
+	if cs, ok := screen.(ClipboardScreen); ok {
+		s.wg.Add(1)
+		go s.clipboardLoop(cs)
 	}
 	return s, nil
 }
