@@ -9,6 +9,7 @@ import (
 
 	"github.com/jezek/xgb"
 	"github.com/jezek/xgb/damage"
+	"github.com/jezek/xgb/randr"
 	"github.com/jezek/xgb/shm"
 	"github.com/jezek/xgb/xfixes"
 	"github.com/jezek/xgb/xproto"
@@ -22,8 +23,13 @@ import (
 type Screen struct {
 	c    *xgb.Conn
 	root xproto.Window
-	w, h int
 	log  *slog.Logger
+
+	sizeMu   sync.Mutex // guards w and h, which RANDR changes
+	w, h     int
+	sizeCh   chan image.Point
+	randr    bool       // RANDR 1.2+: Resize works
+	resizeMu sync.Mutex // one Resize at a time
 
 	capMu sync.Mutex // one capture at a time (the SHM segment is shared)
 	seg   shm.Seg
@@ -95,7 +101,7 @@ func OpenScreen(display string, log *slog.Logger) (*Screen, error) {
 	setup := xproto.Setup(c)
 	scr := setup.DefaultScreen(c)
 	s := &Screen{c: c, root: scr.Root, w: int(scr.WidthInPixels), h: int(scr.HeightInPixels), log: log,
-		damage: make(chan image.Rectangle, 4096), cursorCh: make(chan struct{}, 1), minKey: setup.MinKeycode,
+		damage: make(chan image.Rectangle, 4096), cursorCh: make(chan struct{}, 1), sizeCh: make(chan image.Point, 1), minKey: setup.MinKeycode,
 		bound: map[xproto.Keysym]xproto.Keycode{}, done: make(chan struct{})}
 	fail := func(err error) (*Screen, error) { c.Close(); return nil, err }
 	for _, init := range []struct {
@@ -131,6 +137,13 @@ func OpenScreen(display string, log *slog.Logger) (*Screen, error) {
 	if err := s.loadKeymap(setup); err != nil {
 		return fail(err)
 	}
+	if err := initRandR(c); err != nil {
+		log.Info("screen cannot be resized", "err", err)
+	} else if err := randr.SelectInputChecked(c, s.root, randr.NotifyMaskScreenChange).Check(); err != nil {
+		return fail(fmt.Errorf("x11: RANDR events: %w", err))
+	} else {
+		s.randr = true
+	}
 	if err := s.openSHM(); err != nil {
 		log.Info("MIT-SHM unavailable; capturing with GetImage", "err", err)
 	}
@@ -161,7 +174,15 @@ func (s *Screen) openSHM() error {
 	if _, err := shm.QueryVersion(s.c).Reply(); err != nil {
 		return err
 	}
-	size := s.w * s.h * 4
+	// Big enough for the largest size RANDR allows, so that a resize
+	// needs no new segment (untouched pages cost nothing).
+	w, h := s.w, s.h
+	if s.randr {
+		if mw, mh, err := maxSize(s.c, s.root); err == nil {
+			w, h = max(w, mw), max(h, mh)
+		}
+	}
+	size := w * h * 4
 	id, err := unix.SysvShmGet(unix.IPC_PRIVATE, size, unix.IPC_CREAT|0o600)
 	if err != nil {
 		return fmt.Errorf("shmget: %w", err)
@@ -190,7 +211,6 @@ func (s *Screen) openSHM() error {
 func (s *Screen) events() {
 	defer close(s.damage)
 	defer close(s.done)
-	full := image.Rect(0, 0, s.w, s.h)
 	overflow := false
 	for {
 		ev, err := s.c.WaitForEvent()
@@ -207,13 +227,22 @@ func (s *Screen) events() {
 			}
 			continue
 		}
+		if e, ok := ev.(randr.ScreenChangeNotifyEvent); ok {
+			w, h := int(e.Width), int(e.Height)
+			if e.Rotation&(randr.RotationRotate90|randr.RotationRotate270) != 0 {
+				w, h = h, w
+			}
+			s.setSize(w, h)
+			continue
+		}
 		n, ok := ev.(damage.NotifyEvent)
 		if !ok {
 			continue
 		}
 		r := image.Rect(int(n.Area.X), int(n.Area.Y), int(n.Area.X)+int(n.Area.Width), int(n.Area.Y)+int(n.Area.Height))
 		if overflow {
-			r = full
+			w, h := s.Size()
+			r = image.Rect(0, 0, w, h)
 		}
 		select {
 		case s.damage <- r:
@@ -225,21 +254,26 @@ func (s *Screen) events() {
 }
 
 // Size is the screen size in pixels.
-func (s *Screen) Size() (int, int) { return s.w, s.h }
+func (s *Screen) Size() (int, int) {
+	s.sizeMu.Lock()
+	defer s.sizeMu.Unlock()
+	return s.w, s.h
+}
 
 // Damage delivers changed rectangles until the screen is closed.
 func (s *Screen) Damage() <-chan image.Rectangle { return s.damage }
 
 // Capture copies r into pix (BGRX, stride bytes a row) at r's position.
 func (s *Screen) Capture(r image.Rectangle, pix []byte, stride int) error {
-	r = r.Intersect(image.Rect(0, 0, s.w, s.h))
+	w, h := s.Size()
+	r = r.Intersect(image.Rect(0, 0, w, h))
 	if r.Empty() {
 		return nil
 	}
 	s.capMu.Lock()
 	defer s.capMu.Unlock()
 	var data []byte
-	if s.shmem != nil {
+	if s.shmem != nil && r.Dx()*r.Dy()*4 <= len(s.shmem) {
 		_, err := shm.GetImage(s.c, xproto.Drawable(s.root), int16(r.Min.X), int16(r.Min.Y), uint16(r.Dx()), uint16(r.Dy()),
 			0xffffffff, xproto.ImageFormatZPixmap, s.seg, 0).Reply()
 		if err != nil {

@@ -2,7 +2,10 @@ package x11
 
 import (
 	"context"
+	"fmt"
 	"image"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -137,5 +140,75 @@ func TestScreen(t *testing.T) {
 	}
 	if presses[1].State&xproto.ModMaskShift == 0 || presses[0].State&xproto.ModMaskShift != 0 {
 		t.Errorf("shift states %#x %#x: want only 'A' shifted", presses[0].State, presses[1].State)
+	}
+}
+
+// TestResize grows and shrinks the screen through RANDR: Xvfb starts at
+// the largest size and is shrunk at once; the new size is reported, seen
+// by another client (xdpyinfo) and captured whole.
+func TestResize(t *testing.T) {
+	path := testenv.LookPath(t, "Xvfb")
+	xdpyinfo := testenv.LookPath(t, "xdpyinfo")
+	sp := proc.NewSpawner()
+	defer sp.Close()
+	x, err := StartXvfb(t.Context(), sp, XvfbConfig{Path: path, Resolution: Resolution{640, 480, 24}, MaxResolution: Resolution{1280, 800, 24}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Stop(context.Background(), 5*time.Second)
+	s, err := OpenScreen(x.Display, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	dims := func() string {
+		out, err := exec.Command(xdpyinfo, "-display", x.Display).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(string(out), "\n") {
+			if f := strings.Fields(l); len(f) > 1 && f[0] == "dimensions:" {
+				return f[1]
+			}
+		}
+		t.Fatal("xdpyinfo printed no dimensions")
+		return ""
+	}
+	if w, h := s.Size(); w != 640 || h != 480 || dims() != "640x480" {
+		t.Fatalf("starting size %dx%d, xdpyinfo %s", w, h, dims())
+	}
+	for _, tc := range []struct{ w, h, wantW, wantH int }{
+		{1000, 700, 1000, 700},
+		{800, 900, 800, 800}, // taller than the maximum: clamped
+		{5000, 5000, 1280, 800},
+		{10, 10, MinDimension, MinDimension},
+		{1024, 768, 1024, 768},
+	} {
+		t0 := time.Now()
+		w, h, err := s.Resize(tc.w, tc.h)
+		took := time.Since(t0)
+		if err != nil || w != tc.wantW || h != tc.wantH {
+			t.Fatalf("Resize(%d, %d) = %d, %d, %v; want %d, %d", tc.w, tc.h, w, h, err, tc.wantW, tc.wantH)
+		}
+		// A resize may pass through a bounding size; the last report is
+		// the final one.
+		for p := (image.Point{}); p != image.Pt(w, h); {
+			select {
+			case p = <-s.SizeChanged():
+			case <-time.After(5 * time.Second):
+				t.Fatalf("SizeChanged never said %dx%d after Resize(%d, %d) (last %v)", w, h, tc.w, tc.h, p)
+			}
+		}
+		if sw, sh := s.Size(); sw != w || sh != h {
+			t.Fatalf("Size %dx%d after resizing to %dx%d", sw, sh, w, h)
+		}
+		if got := dims(); got != fmt.Sprintf("%dx%d", w, h) {
+			t.Fatalf("xdpyinfo says %s after resizing to %dx%d", got, w, h)
+		}
+		pix := make([]byte, w*h*4)
+		if err := s.Capture(image.Rect(0, 0, w, h), pix, w*4); err != nil {
+			t.Fatalf("capture at %dx%d: %v", w, h, err)
+		}
+		t.Logf("resized to %dx%d in %v", w, h, took)
 	}
 }

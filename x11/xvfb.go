@@ -12,14 +12,19 @@ import (
 
 	"github.com/cubepod/deskd/proc"
 	"github.com/jezek/xgb"
+	"github.com/jezek/xgb/xproto"
 )
 
 // XvfbConfig configures an Xvfb child.
 type XvfbConfig struct {
 	Path       string // default "Xvfb"
 	Resolution Resolution
-	LogPath    string
-	Credential *syscall.Credential
+	// MaxResolution is the largest size viewers may resize the screen to
+	// (RANDR cannot grow an Xvfb screen past its -screen size). Xvfb
+	// starts at it and is shrunk to Resolution at once. Zero: Resolution.
+	MaxResolution Resolution
+	LogPath       string
+	Credential    *syscall.Credential
 	// ReadyTimeout bounds the wait for the display (default 15 s).
 	ReadyTimeout time.Duration
 }
@@ -45,9 +50,11 @@ func StartXvfb(ctx context.Context, sp *proc.Spawner, cfg XvfbConfig) (*Xvfb, er
 		return nil, fmt.Errorf("xvfb: displayfd pipe: %w", err)
 	}
 	defer r.Close()
+	top := cfg.Resolution
+	top.Width, top.Height = max(top.Width, cfg.MaxResolution.Width), max(top.Height, cfg.MaxResolution.Height)
 	args := []string{
 		"-displayfd", "3",
-		"-screen", "0", cfg.Resolution.String(),
+		"-screen", "0", top.String(),
 		// Without -noreset the server resets when its last client leaves,
 		// dropping RANDR modes and the keyboard mapping we install.
 		"-noreset",
@@ -111,7 +118,29 @@ func StartXvfb(ctx context.Context, sp *proc.Spawner, cfg XvfbConfig) (*Xvfb, er
 	if err := waitConnect(rctx, x.Display, p); err != nil {
 		return fail(err)
 	}
+	if top != cfg.Resolution {
+		if err := shrink(x.Display, cfg.Resolution); err != nil {
+			return fail(err)
+		}
+	}
 	return x, nil
+}
+
+// shrink sets a fresh display to its starting size.
+func shrink(display string, r Resolution) error {
+	c, err := xgb.NewConnDisplay(display)
+	if err != nil {
+		return fmt.Errorf("xvfb: connect %s: %w", display, err)
+	}
+	defer c.Close()
+	if err := initRandR(c); err != nil {
+		return err
+	}
+	root := xproto.Setup(c).DefaultScreen(c).Root
+	if _, _, err := resize(c, root, r.Width, r.Height); err != nil {
+		return fmt.Errorf("xvfb: starting size %dx%d: %w", r.Width, r.Height, err)
+	}
+	return nil
 }
 
 // waitConnect proves the display accepts X clients. Xvfb writes the
