@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"slices"
 	"sync"
 )
@@ -77,7 +78,9 @@ type client struct {
 	// the want* flags are replies the writer owes it.
 	extClip, capsSent                    bool
 	wantRequest, wantProvide, wantNotify bool
-	clipSeen                             int // serial of the clipboard the viewer has
+	clipSeen                             int       // serial of the clipboard the viewer has
+	size                                 *sizeNote // a size message the viewer is owed
+	extSizeSent                          bool      // it has had its first ExtendedDesktopSize
 
 	// Used by the writer only.
 	sent       int32 // encoding of the previous update, to log changes
@@ -85,6 +88,7 @@ type client struct {
 	bw         *bufio.Writer
 	enc        *encoder
 	snap       *Frame
+	fbW, fbH   int // the framebuffer size the viewer knows
 	out        []byte
 }
 
@@ -121,6 +125,14 @@ func (c *client) readLoop(ctx context.Context, br *bufio.Reader) error {
 			c.mu.Lock()
 			c.encodings, c.quality, c.level = m.Encodings, -1, 1
 			c.extClip = slices.Contains(m.Encodings, EncExtendedClipboard)
+			if slices.Contains(m.Encodings, EncExtendedDesktopSize) && !c.extSizeSent {
+				// The first update after this says the size (rfbproto): it
+				// is how a viewer learns it may send SetDesktopSize.
+				c.extSizeSent = true
+				if c.size == nil {
+					c.size = &sizeNote{reason: reasonServer, status: resizeOK}
+				}
+			}
 			for _, e := range m.Encodings {
 				switch {
 				case e >= encJPEGQuality0 && e <= encJPEGQuality0+9:
@@ -155,9 +167,19 @@ func (c *client) readLoop(ctx context.Context, br *bufio.Reader) error {
 			if err := c.clientCutText(m); err != nil {
 				return err
 			}
+		case msgSetDesktopSize:
+			if c.viewOnly {
+				c.noteSize(sizeNote{reason: reasonThisClient, status: resizeProhibited})
+				continue
+			}
+			select {
+			case c.s.resizeCh <- resizeReq{w: m.W, h: m.H, from: c}:
+			default: // resizes are piling up
+				c.noteSize(sizeNote{reason: reasonThisClient, status: resizeNoResources})
+			}
 		}
-		// Fence, EnableContinuousUpdates and SetDesktopSize are parsed
-		// (and bounded) but not acted on yet.
+		// Fence and EnableContinuousUpdates are parsed (and bounded) but
+		// not acted on yet.
 	}
 }
 
@@ -186,6 +208,12 @@ func (c *client) writeLoop(ctx context.Context) error {
 			}
 			c.mu.Lock()
 		}
+		if c.size != nil && c.requested {
+			if err := c.sendSize(); err != nil { // unlocks c.mu
+				return err
+			}
+			continue
+		}
 		cursor := c.pendingCursor(cur)
 		if !c.requested || (c.dirty.n == 0 && cursor == nil) {
 			c.mu.Unlock()
@@ -206,6 +234,16 @@ func (c *client) writeLoop(ctx context.Context) error {
 		c.mu.Unlock()
 
 		c.s.mu.RLock() // a private copy: encoding never holds up capture
+		if c.s.fb.W != c.fbW || c.s.fb.H != c.fbH {
+			// Resized since the rectangles were taken: the size message
+			// and a full update are queued; this request serves them.
+			c.s.mu.RUnlock()
+			c.mu.Lock()
+			c.requested = true
+			c.mu.Unlock()
+			c.poke()
+			continue
+		}
 		for _, r := range rects {
 			for y := r.Y; y < r.Y+r.H; y++ {
 				i := y*c.snap.Stride + 4*r.X
@@ -221,6 +259,36 @@ func (c *client) writeLoop(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// sendSize sends the size message the viewer is owed, in answer to its
+// pending request. Callers hold c.mu; it is released.
+func (c *client) sendSize() error {
+	n := *c.size
+	c.size, c.requested = nil, false
+	encodings := c.encodings
+	c.mu.Unlock()
+	if n.changed {
+		c.fbW, c.fbH = n.w, n.h
+		c.snap = NewFrame(n.w, n.h)
+	} else {
+		n.w, n.h = c.fbW, c.fbH
+	}
+	c.out = append(c.out[:0], msgFramebufferUpdate, 0, 0, 1)
+	var ok bool
+	if c.out, ok = c.appendSizeRect(c.out, n, encodings); !ok {
+		if n.changed {
+			return fmt.Errorf("rfb: the viewer cannot follow a resize to %dx%d (it takes no DesktopSize)", n.w, n.h)
+		}
+		c.mu.Lock() // nothing to say after all; the request still stands
+		c.requested = true
+		c.mu.Unlock()
+		return nil
+	}
+	if _, err := c.bw.Write(c.out); err != nil {
+		return err
+	}
+	return c.bw.Flush()
 }
 
 func encodingName(e int32) string {

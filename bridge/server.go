@@ -58,6 +58,9 @@ type Config struct {
 	Name     string // desktop name shown by viewers
 	Password string // VNC authentication when set (at most 8 bytes count)
 	Logger   *slog.Logger
+	// OnResize, when set, is called (from the capture loop, so briefly)
+	// after the screen changed size.
+	OnResize func(w, h int)
 }
 
 // Server serves one Screen to any number of viewers.
@@ -71,6 +74,9 @@ type Server struct {
 	cursor  cursorShape
 	clip    clipState
 	clients map[*client]struct{}
+
+	resizeCh chan resizeReq // viewers' SetDesktopSize, for the capture loop
+	refresh  chan struct{}  // the first viewer after none: capture everything
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -90,7 +96,8 @@ func NewServer(screen Screen, cfg Config) (*Server, error) {
 		cfg.Name = "deskd"
 	}
 	w, h := screen.Size()
-	s := &Server{cfg: cfg, log: cfg.Logger, screen: screen, fb: NewFrame(w, h), clients: map[*client]struct{}{}}
+	s := &Server{cfg: cfg, log: cfg.Logger, screen: screen, fb: NewFrame(w, h), clients: map[*client]struct{}{},
+		resizeCh: make(chan resizeReq, 8), refresh: make(chan struct{}, 1)}
 	if err := screen.Capture(image.Rect(0, 0, w, h), s.fb.Pix, s.fb.Stride); err != nil {
 		return nil, fmt.Errorf("rfb: first capture: %w", err)
 	}
@@ -121,15 +128,28 @@ func (s *Server) Close() {
 func (s *Server) Done() <-chan struct{} { return s.ctx.Done() }
 
 // captureLoop turns damage into changed tiles in the shared framebuffer
-// and marks them dirty for every client.
+// and marks them dirty for every client. It also applies size changes:
+// it alone replaces the framebuffer.
 func (s *Server) captureLoop() {
 	defer s.wg.Done()
 	scratch := NewFrame(s.fb.W, s.fb.H)
+	var sizeChanged <-chan image.Point
+	if rs, ok := s.screen.(ResizableScreen); ok {
+		sizeChanged = rs.SizeChanged()
+	}
 	for {
 		var damaged []Rect
 		select {
 		case <-s.ctx.Done():
 			return
+		case req := <-s.resizeCh:
+			s.setDesktopSize(req, &scratch)
+			continue
+		case p := <-sizeChanged:
+			s.applySize(p.X, p.Y, nil, &scratch)
+			continue
+		case <-s.refresh:
+			damaged = append(damaged, Rect{0, 0, s.fb.W, s.fb.H})
 		case r, ok := <-s.screen.Damage():
 			if !ok {
 				s.log.Info("screen gone; disconnecting viewers")
@@ -147,6 +167,15 @@ func (s *Server) captureLoop() {
 			default:
 				break drain
 			}
+		}
+		// With no viewer, damage is drained but not captured: an idle
+		// server costs nothing while the screen changes. The first viewer
+		// to come triggers a full capture (refresh).
+		s.mu.RLock()
+		viewers := len(s.clients)
+		s.mu.RUnlock()
+		if viewers == 0 {
+			continue
 		}
 		changed := s.capture(damaged, scratch)
 		if len(changed) == 0 {
@@ -290,8 +319,14 @@ func (s *Server) Serve(ctx context.Context, conn net.Conn, o ConnOptions) error 
 	s.mu.Lock()
 	w, h := s.fb.W, s.fb.H
 	c := &client{s: s, bw: bw, sent: -1, enc: newEncoder(ServerFormat), viewOnly: o.ViewOnly,
-		dirty: newTiles(w, h), snap: NewFrame(w, h), wake: make(chan struct{}, 1)}
+		dirty: newTiles(w, h), snap: NewFrame(w, h), fbW: w, fbH: h, wake: make(chan struct{}, 1)}
 	s.clients[c] = struct{}{}
+	if len(s.clients) == 1 {
+		select {
+		case s.refresh <- struct{}{}:
+		default:
+		}
+	}
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()

@@ -30,8 +30,6 @@ func newMemScreen(w, h int) *memScreen {
 	return &memScreen{f: testFrame(w, h), damage: make(chan image.Rectangle, 64)}
 }
 
-func (m *memScreen) Size() (int, int) { return m.f.W, m.f.H }
-
 func (m *memScreen) Capture(r image.Rectangle, pix []byte, stride int) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -119,6 +117,7 @@ type rfbClient struct {
 	zlib   inflater
 	closed chan error
 	cursor cursorSeen
+	sizes  []Rect // size pseudo-rectangles received (x: reason, y: status)
 }
 
 type cursorSeen struct {
@@ -234,6 +233,19 @@ func (c *rfbClient) update() []Rect {
 		be := binary.BigEndian
 		r := Rect{int(be.Uint16(rh)), int(be.Uint16(rh[2:])), int(be.Uint16(rh[4:])), int(be.Uint16(rh[6:]))}
 		enc := int32(be.Uint32(rh[8:]))
+		if enc == EncExtendedDesktopSize || enc == EncDesktopSize {
+			if enc == EncExtendedDesktopSize {
+				n := int(c.read(4)[0])
+				c.read(16 * n)
+			}
+			c.sizes = append(c.sizes, r)
+			if enc == EncDesktopSize || r.Y == resizeOK { // x: reason, y: status
+				c.w, c.h = r.W, r.H
+				c.fb = make([]uint32, r.W*r.H)
+			}
+			rects = append(rects, Rect{W: -2}) // marks a size rectangle
+			continue
+		}
 		px := c.decode(r, enc)
 		if enc == EncCursor {
 			rects = append(rects, Rect{W: -1}) // marks a cursor rectangle
@@ -467,4 +479,44 @@ func FuzzReadClientMessage(f *testing.F) {
 			t.Fatal("invalid pixel format accepted")
 		}
 	})
+}
+
+// With no viewer the server drains damage without capturing; the next
+// viewer still gets the screen as it is now.
+func TestIdleServerRefreshesForNextViewer(t *testing.T) {
+	scr := newMemScreen(128, 64)
+	s := newTestServer(t, scr, "")
+	first := dialRFB(t, s, version38, "", ConnOptions{})
+	first.setEncodings(EncRaw)
+	first.request(false)
+	first.update()
+	first.c.Close()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		s.mu.RLock()
+		n := len(s.clients)
+		s.mu.RUnlock()
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("viewer not gone")
+		}
+	}
+	scr.paint(Rect{0, 0, 64, 64}, 0x00ff00)
+	scr.paint(Rect{64, 0, 64, 64}, 0x0000ff)
+	for deadline := time.Now().Add(5 * time.Second); len(scr.damage) > 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("damage not drained")
+		}
+	}
+	c := dialRFB(t, s, version38, "", ConnOptions{})
+	c.setEncodings(EncRaw)
+	for i := range 10 {
+		c.request(i > 0)
+		c.update()
+		if c.matches(scr) {
+			return
+		}
+	}
+	t.Fatal("the viewer after an idle period never saw the current screen")
 }
