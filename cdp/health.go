@@ -2,53 +2,69 @@ package cdp
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/url"
-
-	"github.com/coder/websocket"
 )
 
 // Health asks Chromium for Browser.getVersion over a connection of its
 // own (never an agent's), proving the DevTools WebSocket works end to
 // end, not only the HTTP endpoint.
 func Health(ctx context.Context, port int) (string, error) {
-	v, err := GetVersion(ctx, port)
-	if err != nil {
-		return "", err
-	}
-	u, err := url.Parse(v.WebSocketDebuggerURL)
+	s, err := dialBrowser(ctx, port)
 	if err != nil {
 		return "", fmt.Errorf("cdp: health: %w", err)
 	}
-	c, err := DialUpstream(ctx, port, u.Path)
-	if err != nil {
-		return "", err
+	defer s.close()
+	var r struct {
+		Product string `json:"product"`
 	}
-	defer c.CloseNow()
-	c.SetReadLimit(1 << 20)
-	if err := c.Write(ctx, websocket.MessageText, []byte(`{"id":1,"method":"Browser.getVersion"}`)); err != nil {
+	if err := s.call(ctx, "Browser.getVersion", nil, &r); err != nil {
 		return "", fmt.Errorf("cdp: health: %w", err)
 	}
-	for {
-		_, b, err := c.Read(ctx)
-		if err != nil {
-			return "", fmt.Errorf("cdp: health: %w", err)
-		}
-		var r struct {
-			ID     int `json:"id"`
-			Result struct {
-				Product string `json:"product"`
-			} `json:"result"`
-			Error *struct{ Message string } `json:"error"`
-		}
-		if json.Unmarshal(b, &r) != nil || r.ID != 1 {
-			continue // an event
-		}
-		if r.Error != nil {
-			return "", fmt.Errorf("cdp: health: %s", r.Error.Message)
-		}
-		c.Close(websocket.StatusNormalClosure, "")
-		return r.Result.Product, nil
+	return r.Product, nil
+}
+
+// FitWindows makes every browser window fill a w×h screen: a window
+// manager does not resize windows when RANDR resizes the screen (and
+// there may be none), so deskd does it after each resize.
+func FitWindows(ctx context.Context, port, w, h int) error {
+	s, err := dialBrowser(ctx, port)
+	if err != nil {
+		return fmt.Errorf("cdp: fit windows: %w", err)
 	}
+	defer s.close()
+	var targets struct {
+		TargetInfos []struct {
+			TargetID string `json:"targetId"`
+			Type     string `json:"type"`
+		} `json:"targetInfos"`
+	}
+	if err := s.call(ctx, "Target.getTargets", nil, &targets); err != nil {
+		return err
+	}
+	seen := map[int]bool{}
+	for _, t := range targets.TargetInfos {
+		if t.Type != "page" {
+			continue
+		}
+		var win struct {
+			WindowID int `json:"windowId"`
+		}
+		if err := s.call(ctx, "Browser.getWindowForTarget", map[string]any{"targetId": t.TargetID}, &win); err != nil {
+			continue // a page without a window (closing, say)
+		}
+		if seen[win.WindowID] {
+			continue
+		}
+		seen[win.WindowID] = true
+		// A maximized window takes no bounds: make it normal first.
+		if err := s.call(ctx, "Browser.setWindowBounds", map[string]any{"windowId": win.WindowID,
+			"bounds": map[string]any{"windowState": "normal"}}, nil); err != nil {
+			return err
+		}
+		if err := s.call(ctx, "Browser.setWindowBounds", map[string]any{"windowId": win.WindowID,
+			"bounds": map[string]any{"left": 0, "top": 0, "width": w, "height": h}}, nil); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -29,17 +29,19 @@ const (
 
 // Config configures a Stack.
 type Config struct {
-	RunDir       string // logs/ and home/ live here
-	ProfileDir   string // Chromium profile (default RunDir/chromium-profile)
-	Resolution   x11.Resolution
-	URL          string
-	XvfbPath     string
-	WMPath       string // empty: no window manager
-	ChromiumPath string
-	CDPPort      int
-	NoSandbox    bool
-	Credential   *syscall.Credential // nil: run as deskd's own user
-	Logger       *slog.Logger
+	RunDir     string // logs/ and home/ live here
+	ProfileDir string // Chromium profile (default RunDir/chromium-profile)
+	Resolution x11.Resolution
+	// MaxResolution is the largest size viewers may resize the screen to.
+	MaxResolution x11.Resolution
+	URL           string
+	XvfbPath      string
+	WMPath        string // empty: no window manager
+	ChromiumPath  string
+	CDPPort       int
+	NoSandbox     bool
+	Credential    *syscall.Credential // nil: run as deskd's own user
+	Logger        *slog.Logger
 	// RestartBackoff is the first delay before restarting a component
 	// that died (default 500 ms), doubled per quick failure up to 30 s.
 	RestartBackoff time.Duration
@@ -271,7 +273,7 @@ func (s *Stack) ensure(ctx context.Context) error {
 			return fail(fmt.Errorf("desktop: %w", err))
 		}
 		x, err := x11.StartXvfb(ctx, s.sp, x11.XvfbConfig{
-			Path: s.cfg.XvfbPath, Resolution: res, LogPath: s.logPath(Xvfb), Credential: s.cfg.Credential,
+			Path: s.cfg.XvfbPath, Resolution: res, MaxResolution: s.cfg.MaxResolution, LogPath: s.logPath(Xvfb), Credential: s.cfg.Credential,
 		})
 		if err != nil {
 			return fail(err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/cubepod/deskd/bridge"
+	"github.com/cubepod/deskd/cdp"
 	"github.com/cubepod/deskd/desktop"
 	"github.com/cubepod/deskd/x11"
 )
@@ -61,13 +62,62 @@ func (s *Server) rfbServer(ctx context.Context) (*bridge.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv, err := bridge.NewServer(scr, bridge.Config{Name: "deskd " + st.Display, Password: s.cfg.VNCPassword, Logger: s.log.With("part", "rfb")})
+	srv, err := bridge.NewServer(scr, bridge.Config{Name: "deskd " + st.Display, Password: s.cfg.VNCPassword,
+		Logger: s.log.With("part", "rfb"), OnResize: s.fitBrowser})
 	if err != nil {
 		scr.Close()
 		return nil, err
 	}
 	h.display, h.screen, h.srv = st.Display, scr, srv
 	return srv, nil
+}
+
+// browserFit resizes Chromium's windows to the screen after a resize,
+// one call at a time, always to the newest size.
+type browserFit struct {
+	mu      sync.Mutex
+	w, h    int
+	running bool
+}
+
+// fitBrowser makes Chromium's windows fill a w×h screen, in the
+// background (it is called from the RFB capture loop).
+func (s *Server) fitBrowser(w, h int) {
+	f := &s.fit
+	f.mu.Lock()
+	f.w, f.h = w, h
+	running := f.running
+	f.running = true
+	f.mu.Unlock()
+	if running {
+		return // the running call picks the new size up
+	}
+	if !s.handlers.TryAdd() {
+		f.mu.Lock()
+		f.running = false
+		f.mu.Unlock()
+		return
+	}
+	go func() { // ends when the newest size has been applied
+		defer s.handlers.Done()
+		for {
+			f.mu.Lock()
+			w, h := f.w, f.h
+			f.mu.Unlock()
+			ctx, cancel := context.WithTimeout(s.base, 10*time.Second)
+			if err := cdp.FitWindows(ctx, s.cfg.Stack.CDPPort(), w, h); err != nil {
+				s.log.Info("browser window not fitted to the screen", "w", w, "h", h, "err", err)
+			}
+			cancel()
+			f.mu.Lock()
+			if f.w == w && f.h == h {
+				f.running = false
+				f.mu.Unlock()
+				return
+			}
+			f.mu.Unlock()
+		}
+	}()
 }
 
 // websockify serves RFB over a WebSocket (subprotocol "binary" when the

@@ -60,6 +60,7 @@ type Server struct {
 	control  http.Handler // for the local control socket: no panel check
 
 	rfb      rfbHolder
+	fit      browserFit
 	base     context.Context // ends at Close: WebSockets hang off it
 	cancel   context.CancelFunc
 	handlers handlerGroup

@@ -19,29 +19,31 @@ import (
 
 // Config is what the flags say.
 type Config struct {
-	Listen      string
-	RunDir      string
-	Resolution  x11.Resolution
-	URL         string
-	Xvfb        string
-	WM          string
-	Chromium    string
-	CDPPort     int
-	ProfileDir  string
-	User        string
-	NoSandbox   bool
-	PanelSecret string
-	SandboxID   string
-	LogLevel    string
-	LogFormat   string
-	Shell       string
-	TermIdle    time.Duration
-	AllowOrigin string
-	CDPPing     time.Duration
-	VNCListen   string
-	VNCPassword string
-	StopDaemon  bool // stop --daemon
-	set         map[string]bool
+	Listen     string
+	RunDir     string
+	Resolution x11.Resolution
+	// MaxResolution bounds what viewers may resize the screen to.
+	MaxResolution x11.Resolution
+	URL           string
+	Xvfb          string
+	WM            string
+	Chromium      string
+	CDPPort       int
+	ProfileDir    string
+	User          string
+	NoSandbox     bool
+	PanelSecret   string
+	SandboxID     string
+	LogLevel      string
+	LogFormat     string
+	Shell         string
+	TermIdle      time.Duration
+	AllowOrigin   string
+	CDPPing       time.Duration
+	VNCListen     string
+	VNCPassword   string
+	StopDaemon    bool // stop --daemon
+	set           map[string]bool
 }
 
 var errHelp = errors.New("help")
@@ -64,6 +66,13 @@ func ParseFlags(cmd string, args []string, stderr io.Writer) (*Config, error) {
 		}
 	}
 	fs.Var(&c.Resolution, "resolution", "screen WIDTHxHEIGHTxDEPTH (env DESKD_RESOLUTION)")
+	c.MaxResolution = x11.Resolution{Width: 2560, Height: 1600, Depth: 24}
+	if v := os.Getenv(envName("max-resolution")); v != "" {
+		if err := c.MaxResolution.Set(v); err != nil {
+			return nil, fmt.Errorf("%s: %w", envName("max-resolution"), err)
+		}
+	}
+	fs.Var(&c.MaxResolution, "max-resolution", "largest size viewers may resize the screen to; Xvfb cannot grow past its start size, so it starts at this and shrinks (env DESKD_MAX_RESOLUTION)")
 	str(&c.URL, "url", "about:blank", "first page Chromium opens")
 	str(&c.Xvfb, "xvfb", "Xvfb", "Xvfb binary")
 	str(&c.WM, "wm", "auto", `window manager binary, "auto" (openbox if installed) or "none"`)
@@ -269,7 +278,7 @@ func (c *Config) wmPath() string {
 // the panel secret travels in the environment, not in argv.
 func (c *Config) serveArgs() []string {
 	args := []string{"serve",
-		"--listen=" + c.Listen, "--run-dir=" + c.RunDir, "--resolution=" + c.Resolution.String(),
+		"--listen=" + c.Listen, "--run-dir=" + c.RunDir, "--resolution=" + c.Resolution.String(), "--max-resolution=" + c.MaxResolution.String(),
 		"--url=" + c.URL, "--xvfb=" + c.Xvfb, "--wm=" + c.WM, "--chromium=" + c.Chromium,
 		"--cdp-port=" + strconv.Itoa(c.CDPPort), "--profile-dir=" + c.ProfileDir, "--user=" + c.User,
 		"--no-sandbox=" + strconv.FormatBool(c.NoSandbox), "--sandbox-id=" + c.SandboxID,

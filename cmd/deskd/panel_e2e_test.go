@@ -215,6 +215,33 @@ func TestPanelInBrowser(t *testing.T) {
 	}
 	compareCanvas(t, b, st2["display"].(string))
 
+	// resize=remote: the X screen takes the page's size (RANDR), the
+	// canvas shows it exactly, and the desktop's Chromium, maximized by
+	// the window manager, follows the screen.
+	display = st2["display"].(string)
+	remote := strings.Replace(sr.DesktopURL, "resize=scale", "resize=remote", 1)
+	if err := chromedp.Do(b.ctx, chromedp.EmulateViewport(900, 600)); err != nil {
+		t.Fatal(err)
+	}
+	b.load(remote, `document.body.dataset.state === "connected"`)
+	for _, sz := range [][2]int{{900, 600}, {1100, 700}, {640, 480}} {
+		if err := chromedp.Do(b.ctx, chromedp.EmulateViewport(int64(sz[0]), int64(sz[1]))); err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf("%dx%d", sz[0], sz[1])
+		waitDisplaySize(t, display, want)
+		b.waitJS(t, fmt.Sprintf(`(() => { const c = document.querySelector("#screen canvas"); return c.width === %d && c.height === %d; })()`, sz[0], sz[1]))
+		compareCanvas(t, b, display)
+		page := desktopPage(t, strings.Replace(sr.CDPURL, "/vnc.html?autoconnect=true&resize=scale", "", 1))
+		// (a window manager may keep a border of its own)
+		waitDesktop(t, page, fmt.Sprintf(`Math.abs(outerWidth - %d) <= 8 && Math.abs(outerHeight - %d) <= 8`, sz[0], sz[1]))
+		t.Logf("resize=remote: display and canvas %s, the desktop's Chromium follows", want)
+	}
+	b.check(t)
+	if err := chromedp.Do(b.ctx, chromedp.EmulateViewport(1024, 768)); err != nil {
+		t.Fatal(err)
+	}
+
 	// The terminal, for real: type, read the screen, resize, reconnect.
 	b.load(sr.TerminalURL, `document.body.dataset.state === "connected"`)
 	b.check(t)
@@ -578,4 +605,27 @@ func clipboardBothWays(t *testing.T, b *browser, display string) {
 	want, _ := json.Marshal(fromX)
 	b.waitJS(t, `document.getElementById("cliptext").value === `+string(want))
 	t.Logf("clipboard: page -> X and X -> page, UTF-8 intact")
+}
+
+// waitDisplaySize polls xdpyinfo, an X client we did not write, until
+// the display's size is want ("WxH").
+func waitDisplaySize(t *testing.T, display, want string) {
+	t.Helper()
+	xdpyinfo := testenv.LookPath(t, "xdpyinfo")
+	var got string
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		out, err := exec.Command(xdpyinfo, "-display", display).Output()
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(out), "\n") {
+			if f := strings.Fields(l); len(f) > 1 && f[0] == "dimensions:" {
+				got = f[1]
+			}
+		}
+		if got == want {
+			return
+		}
+	}
+	t.Fatalf("display %s is %s, want %s", display, got, want)
 }

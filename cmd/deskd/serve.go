@@ -86,7 +86,7 @@ func NewDaemon(cfg *Config, stderr io.Writer) (*Daemon, error) {
 	}
 	d.sp = proc.NewSpawner()
 	d.stack = desktop.New(desktop.Config{
-		RunDir: cfg.RunDir, ProfileDir: cfg.ProfileDir, Resolution: cfg.Resolution, URL: cfg.URL,
+		RunDir: cfg.RunDir, ProfileDir: cfg.ProfileDir, Resolution: cfg.Resolution, MaxResolution: cfg.MaxResolution, URL: cfg.URL,
 		XvfbPath: cfg.Xvfb, WMPath: cfg.wmPath(), ChromiumPath: cfg.chromiumPath(), CDPPort: cfg.CDPPort,
 		NoSandbox: cfg.NoSandbox, Credential: cred, Logger: d.log.With("part", "desktop"),
 	}, d.sp)
