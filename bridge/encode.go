@@ -31,6 +31,7 @@ func (f *Frame) bgr(x, y int) uint32 {
 type pixelWriter struct {
 	pf    PixelFormat
 	bytes int
+	eight bool // 8-bit channels: no scaling
 	// tpixel3: Tight's TPIXEL and ZRLE's CPIXEL are 3 bytes for 32 bpp,
 	// depth 24, 8-bit channels.
 	tpixel3 bool
@@ -38,7 +39,8 @@ type pixelWriter struct {
 
 func newPixelWriter(pf PixelFormat) pixelWriter {
 	w := pixelWriter{pf: pf, bytes: int(pf.BPP) / 8}
-	w.tpixel3 = pf.BPP == 32 && pf.Depth <= 24 && pf.TrueColour && pf.RedMax == 255 && pf.GreenMax == 255 && pf.BlueMax == 255
+	w.eight = pf.RedMax == 255 && pf.GreenMax == 255 && pf.BlueMax == 255
+	w.tpixel3 = pf.BPP == 32 && pf.Depth <= 24 && pf.TrueColour && w.eight
 	return w
 }
 
@@ -46,6 +48,9 @@ func newPixelWriter(pf PixelFormat) pixelWriter {
 func (w pixelWriter) value(rgb uint32) uint32 {
 	r, g, b := rgb>>16&0xff, rgb>>8&0xff, rgb&0xff
 	pf := w.pf
+	if w.eight {
+		return r<<pf.RedShift | g<<pf.GreenShift | b<<pf.BlueShift
+	}
 	return (r*uint32(pf.RedMax)+127)/255<<pf.RedShift | (g*uint32(pf.GreenMax)+127)/255<<pf.GreenShift | (b*uint32(pf.BlueMax)+127)/255<<pf.BlueShift
 }
 
@@ -121,6 +126,7 @@ type encoder struct {
 	zrleStream  *zstream
 	tightStream [4]*zstream
 	scratch     []byte
+	colours     colourSet
 }
 
 func newEncoder(pf PixelFormat) *encoder {
@@ -176,23 +182,67 @@ func (e *encoder) encodeZlib(dst []byte, f *Frame, r Rect) []byte {
 	return append(dst, z...)
 }
 
-// palette collects up to max distinct colours of rect r; ok is false when
-// there are more.
-func palette(f *Frame, r Rect, max int) (colours []uint32, index map[uint32]int, ok bool) {
-	index = make(map[uint32]int, max)
+// colourSet collects up to limit (at most maxColourSet) distinct colours
+// in an open-addressed table: no map, no allocation.
+type colourSet struct {
+	slot    [256]uint32 // colour | 1<<24 when used
+	pos     [256]uint8  // its index in colours
+	colours []uint32
+}
+
+const maxColourSet = 192 // keeps the table at most 75% full
+
+func colourHash(c uint32) int { return int((c * 0x9E3779B1) >> 24) }
+
+// add records c and reports false when the set already holds limit
+// other colours.
+func (s *colourSet) add(c uint32, limit int) bool {
+	k := c | 1<<24
+	for i := colourHash(c); ; i = (i + 1) & 255 {
+		switch s.slot[i] {
+		case k:
+			return true
+		case 0:
+			if len(s.colours) == limit {
+				return false
+			}
+			s.slot[i], s.pos[i] = k, uint8(len(s.colours))
+			s.colours = append(s.colours, c)
+			return true
+		}
+	}
+}
+
+// index is c's position; c must have been added.
+func (s *colourSet) index(c uint32) int {
+	k := c | 1<<24
+	for i := colourHash(c); ; i = (i + 1) & 255 {
+		if s.slot[i] == k {
+			return int(s.pos[i])
+		}
+	}
+}
+
+// palette collects the distinct colours of rect r into s, up to limit;
+// ok is false when there are more.
+func (s *colourSet) palette(f *Frame, r Rect, limit int) (ok bool) {
+	clear(s.slot[:])
+	s.colours = s.colours[:0]
 	for y := r.Y; y < r.Y+r.H; y++ {
-		for x := r.X; x < r.X+r.W; x++ {
-			c := f.bgr(x, y)
-			if _, seen := index[c]; !seen {
-				if len(colours) == max {
-					return colours, index, false
-				}
-				index[c] = len(colours)
-				colours = append(colours, c)
+		row := f.Pix[y*f.Stride+4*r.X : y*f.Stride+4*(r.X+r.W)]
+		prev := uint32(1 << 31)
+		for i := 0; i < len(row); i += 4 {
+			c := uint32(row[i+2])<<16 | uint32(row[i+1])<<8 | uint32(row[i])
+			if c == prev {
+				continue // runs are common: skip the lookup
+			}
+			prev = c
+			if !s.add(c, limit) {
+				return false
 			}
 		}
 	}
-	return colours, index, true
+	return true
 }
 
 // Tight (rfbproto "Tight Encoding"): a compression-control byte, then
@@ -211,6 +261,12 @@ const (
 	tightPalette    = 1
 	tightMinToZlib  = 12
 	tightMaxPalette = 16 // more colours than this: JPEG, or copy
+	// tightPhotoColours: a tile with more distinct colours than this looks
+	// like a photo and goes JPEG when the viewer allows it; below it
+	// (anti-aliased text, UI) copy+zlib is smaller and lossless. Measured
+	// on testdata/textpage.png: text tiles have 64-190 colours (sub-pixel
+	// anti-aliasing), and sending them JPEG made a frame 2.5x bigger.
+	tightPhotoColours = maxColourSet - 2
 )
 
 // jpegQualities maps a client's quality level 0..9 to JPEG quality.
@@ -221,22 +277,35 @@ var jpegQualities = [10]int{15, 29, 41, 42, 62, 77, 79, 86, 92, 100}
 // choose per tile: solid fills, few colours go lossless through a
 // palette, photo-like content goes JPEG when the client allows it.
 func (e *encoder) encodeTight(dst []byte, f *Frame, r Rect) []byte {
-	colours, index, few := palette(f, r, tightMaxPalette)
+	cs := &e.colours
+	limit := tightMaxPalette
+	if e.quality >= 0 && e.pw.tpixel3 && r.W >= 8 && r.H >= 8 {
+		limit = tightPhotoColours // worth knowing whether it is photo-like
+	}
+	few := cs.palette(f, r, limit)
+	n := len(cs.colours)
 	switch {
-	case few && len(colours) == 1:
-		return e.pw.putCompact(append(dst, tightFill), colours[0])
-	case few:
-		dst = append(dst, tightExplicit|1<<4, tightPalette, byte(len(colours)-1))
-		for _, c := range colours {
+	case few && n == 1:
+		return e.pw.putCompact(append(dst, tightFill), cs.colours[0])
+	case few && n <= tightMaxPalette:
+		dst = append(dst, tightExplicit|1<<4, tightPalette, byte(n-1))
+		for _, c := range cs.colours {
 			dst = e.pw.putCompact(dst, c)
 		}
-		e.scratch = packIndices(e.scratch[:0], f, r, index, len(colours))
+		e.scratch = packIndices(e.scratch[:0], f, r, cs, n)
 		return e.tightData(dst, 1, e.scratch)
-	case e.quality >= 0 && e.pw.tpixel3 && r.W >= 8 && r.H >= 8:
+	case !few && limit == tightPhotoColours:
 		return e.tightJPEG(dst, f, r)
 	}
 	e.scratch = e.scratch[:0]
 	for y := r.Y; y < r.Y+r.H; y++ {
+		if e.pw.tpixel3 { // B, G, R, X to R, G, B
+			row := f.Pix[y*f.Stride+4*r.X : y*f.Stride+4*(r.X+r.W)]
+			for i := 0; i < len(row); i += 4 {
+				e.scratch = append(e.scratch, row[i+2], row[i+1], row[i])
+			}
+			continue
+		}
 		for x := r.X; x < r.X+r.W; x++ {
 			e.scratch = e.pw.putCompact(e.scratch, f.bgr(x, y))
 		}
@@ -246,13 +315,13 @@ func (e *encoder) encodeTight(dst []byte, f *Frame, r Rect) []byte {
 
 // packIndices writes palette indices: 1 bit a pixel (rows padded to a
 // byte, MSB first) for 2 colours, else a byte a pixel.
-func packIndices(dst []byte, f *Frame, r Rect, index map[uint32]int, n int) []byte {
+func packIndices(dst []byte, f *Frame, r Rect, cs *colourSet, n int) []byte {
 	for y := r.Y; y < r.Y+r.H; y++ {
 		if n == 2 {
 			var b byte
 			bits := 0
 			for x := r.X; x < r.X+r.W; x++ {
-				b = b<<1 | byte(index[f.bgr(x, y)])
+				b = b<<1 | byte(cs.index(f.bgr(x, y)))
 				if bits++; bits == 8 {
 					dst, b, bits = append(dst, b), 0, 0
 				}
@@ -263,7 +332,7 @@ func packIndices(dst []byte, f *Frame, r Rect, index map[uint32]int, n int) []by
 			continue
 		}
 		for x := r.X; x < r.X+r.W; x++ {
-			dst = append(dst, byte(index[f.bgr(x, y)]))
+			dst = append(dst, byte(cs.index(f.bgr(x, y))))
 		}
 	}
 	return dst
@@ -324,7 +393,9 @@ func (e *encoder) encodeZRLE(dst []byte, f *Frame, r Rect) []byte {
 
 func (e *encoder) zrleTileData(dst []byte, f *Frame, t Rect) []byte {
 	drop := e.pw.cpixelDrop()
-	colours, index, few := palette(f, t, 16)
+	cs := &e.colours
+	few := cs.palette(f, t, 16)
+	colours := cs.colours
 	if few && len(colours) == 1 {
 		return e.pw.putCPixel(append(dst, 1), colours[0], drop)
 	}
@@ -344,7 +415,7 @@ func (e *encoder) zrleTileData(dst []byte, f *Frame, t Rect) []byte {
 			var b byte
 			n := 0
 			for x := t.X; x < t.X+t.W; x++ {
-				b = b<<bits | byte(index[f.bgr(x, y)])
+				b = b<<bits | byte(cs.index(f.bgr(x, y)))
 				if n += bits; n == 8 {
 					dst, b, n = append(dst, b), 0, 0
 				}
