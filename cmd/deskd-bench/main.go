@@ -27,13 +27,14 @@ func run(ctx context.Context) int {
 	out := fs.String("out", "bench/results/latest.json", "report path; the .md table and .svg chart go beside it")
 	rounds := fs.Int("rounds", 5, "alternating deskd/peer rounds per scenario")
 	ttyd := fs.String("ttyd", os.Getenv("TTYD"), "ttyd binary for the terminal peer (env TTYD)")
+	only := fs.String("only", "", "comma-separated scenarios to run (default all); the report then holds only those")
 	fs.Parse(os.Args[1:])
 	abs, err := filepath.Abs(*deskd)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "deskd-bench:", err)
 		return 2
 	}
-	rep, runErr := bench.Run(ctx, bench.Config{Deskd: abs, Rounds: *rounds, TTYD: *ttyd, Log: os.Stderr})
+	rep, runErr := bench.Run(ctx, bench.Config{Deskd: abs, Rounds: *rounds, TTYD: *ttyd, Log: os.Stderr, Only: splitList(*only)})
 	js, err := rep.MarshalJSON()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "deskd-bench:", err)
@@ -53,4 +54,14 @@ func run(ctx context.Context) int {
 		return 1
 	}
 	return 0
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }

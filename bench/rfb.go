@@ -1,0 +1,498 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"image"
+	"image/png"
+	"net/http"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/cubepod/deskd/proc"
+	"github.com/jezek/xgb"
+	"github.com/jezek/xgb/xproto"
+)
+
+// movingPage scrolls a long page of text in the desktop's Chromium, about
+// 30 times a second: the content a VNC server sees when a person reads.
+const movingPage = `data:text/html,<body style='margin:0;font:15px/1.3 monospace;background:%23fff'><pre id=p></pre><script>` +
+	`let s='';for(let i=0;i<3000;i++)s+=i+'  The quick brown fox jumps over the lazy dog; lorem ipsum dolor sit amet, consectetur.\n';` +
+	`p.textContent=s;setInterval(()=>{if(window.paused)return;scrollBy(0,4);if(scrollY>60000)scrollTo(0,0)},33)</script></body>`
+
+// Marker geometry: a small X window of our own above everything, whose
+// colour the bench flips to time the path from a change on the screen to
+// a viewer's decoded pixels.
+const (
+	markerX, markerY, markerSize = 4, 4, 24
+	rfbWindow                    = 8 * time.Second
+)
+
+// rfbScenario: viewers that behave like noVNC, against deskd and against
+// x11vnc + websockify serving the same Xvfb showing the same scrolling
+// page, alternately, with 1 and with 10 viewers.
+func rfbScenario(ctx context.Context, c Config) ([]Figure, string, error) {
+	x11vnc, err := exec.LookPath("x11vnc")
+	if err != nil {
+		return nil, "", errors.New("x11vnc is not installed (apt-get install x11vnc)")
+	}
+	websockify, err := exec.LookPath("websockify")
+	if err != nil {
+		return nil, "", errors.New("websockify is not installed (apt-get install websockify)")
+	}
+	dk, err := startDeskd(ctx, c)
+	if err != nil {
+		return nil, "", err
+	}
+	defer dk.stop()
+	body, _ := json.Marshal(map[string]string{"url": movingPage})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+dk.addr+"/api/desktop/start", bytes.NewReader(body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, "", fmt.Errorf("start the desktop: %w", err)
+	}
+	var st struct {
+		Display string `json:"display"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&st)
+	resp.Body.Close()
+	if err != nil || st.Display == "" {
+		return nil, "", fmt.Errorf("start the desktop: no display (%v)", err)
+	}
+
+	// The peer on the same display.
+	vncPort, _ := freePort()
+	wsPort, _ := freePort()
+	xv := group(ctx, x11vnc, "-display", st.Display, "-rfbport", strconv.Itoa(vncPort), "-localhost", "-shared", "-forever", "-nopw", "-quiet")
+	xv.Env = append(os.Environ(), "HOME="+os.TempDir())
+	if err := xv.Start(); err != nil {
+		return nil, "", err
+	}
+	defer func() { killGroup(xv.Process.Pid); xv.Wait() }()
+	ws := group(ctx, websockify, "127.0.0.1:"+strconv.Itoa(wsPort), "127.0.0.1:"+strconv.Itoa(vncPort))
+	if err := ws.Start(); err != nil {
+		return nil, "", err
+	}
+	defer func() { killGroup(ws.Process.Pid); ws.Wait() }()
+	for _, a := range []string{"127.0.0.1:" + strconv.Itoa(vncPort), "127.0.0.1:" + strconv.Itoa(wsPort)} {
+		if err := waitTCP(ctx, a, 20*time.Second); err != nil {
+			return nil, "", err
+		}
+	}
+	// pause stops the page's scrolling for the correctness check.
+	pause := func(on bool) error {
+		return evalDesktopPage(ctx, "http://"+dk.addr+"/cdp", "window.paused = "+strconv.FormatBool(on))
+	}
+	m, err := newMarker(st.Display)
+	if err != nil {
+		return nil, "", err
+	}
+	defer m.close()
+
+	sides := []struct {
+		name string
+		url  string
+		cpu  func() time.Duration
+	}{
+		{"deskd", "ws://" + dk.addr + "/websockify", func() time.Duration { return cpuOf(dk.pid) }},
+		{"x11vnc+websockify", "ws://127.0.0.1:" + strconv.Itoa(wsPort) + "/", func() time.Duration {
+			return cpuOf(append(proc.LiveGroupMembers(xv.Process.Pid), proc.LiveGroupMembers(ws.Process.Pid)...)...)
+		}},
+	}
+	type samples struct{ fps, kb, cpu, p50, p99 [2][]float64 } // [side]
+	var one, ten samples
+	var mbps [2][]float64
+	rounds := max(1, min(c.Rounds, 3))
+	for i := range rounds {
+		for si, side := range sides {
+			for _, n := range []int{1, 10} {
+				r, err := runViewers(ctx, side.url, n, m, side.cpu, pause)
+				if err != nil {
+					return nil, "", fmt.Errorf("%s, %d viewers: %w", side.name, n, err)
+				}
+				s := &one
+				if n == 10 {
+					s = &ten
+				}
+				s.fps[si] = append(s.fps[si], r.fps)
+				s.kb[si] = append(s.kb[si], r.kbPerFrame)
+				s.cpu[si] = append(s.cpu[si], r.cpuPerFrame)
+				s.p50[si] = append(s.p50[si], r.p50)
+				s.p99[si] = append(s.p99[si], r.p99)
+				fmt.Fprintf(c.Log, "  round %d %s %d viewers: %.1f fps/viewer, %.1f KB/frame, %.2f ms CPU/frame, latency p50 %.1f p99 %.1f ms (%d samples), %.1f%% of pixels right\n",
+					i, side.name, n, r.fps, r.kbPerFrame, r.cpuPerFrame, r.p50, r.p99, r.samples, 100*r.correct)
+				if r.correct < 0.95 {
+					return nil, "", fmt.Errorf("%s: the viewer's picture matches the screen on only %.1f%% of pixels: the client or the server decodes wrongly", side.name, 100*r.correct)
+				}
+			}
+			t, err := transportThroughput(ctx, side.url)
+			if err != nil {
+				return nil, "", fmt.Errorf("%s, transport: %w", side.name, err)
+			}
+			mbps[si] = append(mbps[si], t)
+			fmt.Fprintf(c.Log, "  round %d %s: full Raw frames through the WebSocket: %.0f MB/s\n", i, side.name, t)
+		}
+	}
+	figs := []Figure{
+		figure("1 viewer: frames per second", "fps", "higher", one.fps[0], one.fps[1]),
+		figure("1 viewer: bytes per frame", "KB", "lower", one.kb[0], one.kb[1]),
+		figure("1 viewer: server CPU per frame", "ms", "lower", one.cpu[0], one.cpu[1]),
+		figure("1 viewer: update latency p50", "ms", "lower", one.p50[0], one.p50[1]),
+		figure("1 viewer: update latency p99", "ms", "lower", one.p99[0], one.p99[1]),
+		figure("10 viewers: frames per second each", "fps", "higher", ten.fps[0], ten.fps[1]),
+		figure("10 viewers: bytes per frame", "KB", "lower", ten.kb[0], ten.kb[1]),
+		figure("10 viewers: server CPU per frame", "ms", "lower", ten.cpu[0], ten.cpu[1]),
+		figure("10 viewers: update latency p50", "ms", "lower", ten.p50[0], ten.p50[1]),
+		figure("10 viewers: update latency p99", "ms", "lower", ten.p99[0], ten.p99[1]),
+		figure("WebSocket transport: full Raw frames", "MB/s", "higher", mbps[0], mbps[1]),
+	}
+	return figs, fmt.Sprintf("same Xvfb (%s), Chromium scrolling a text page ~30 times a second; viewers speak like noVNC (Tight, JPEG quality 6, compression 2) over WebSocket and decode everything; %s per run; latency: an X window's colour flipped every 200 ms until a viewer has decoded it", st.Display, rfbWindow), nil
+}
+
+type rfbResult struct {
+	fps, kbPerFrame, cpuPerFrame, p50, p99 float64
+	samples                                int
+	correct                                float64 // share of the last picture's pixels that match the screen
+}
+
+// runViewers connects n viewers to url for a warm-up and a timed window.
+func runViewers(ctx context.Context, wsURL string, n int, m *marker, cpu func() time.Duration, pause func(bool) error) (rfbResult, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	vs := make([]*viewer, n)
+	for i := range vs {
+		v, err := dialViewer(ctx, wsURL, viewerEncodings)
+		if err != nil {
+			return rfbResult{}, err
+		}
+		defer v.conn.Close()
+		vs[i] = v
+	}
+	var (
+		measuring atomic.Bool
+		frames    atomic.Int64
+		mu        sync.Mutex
+		lat       []float64
+		errs      = make(chan error, n)
+		wg        sync.WaitGroup
+	)
+	for _, v := range vs {
+		wg.Go(func() { // ends when its connection is closed below
+			seen := 0
+			if err := v.request(false); err != nil {
+				errs <- err
+				return
+			}
+			for {
+				rects, err := v.next()
+				if err != nil {
+					if ctx.Err() == nil {
+						errs <- err
+					}
+					return
+				}
+				if rects > 0 && measuring.Load() {
+					frames.Add(1)
+				}
+				if seq, t0, ok := m.check(v); ok && seq != seen {
+					seen = seq
+					if measuring.Load() {
+						mu.Lock()
+						lat = append(lat, float64(time.Since(t0).Microseconds())/1000)
+						mu.Unlock()
+					}
+				}
+				if err := v.request(true); err != nil {
+					if ctx.Err() == nil {
+						errs <- err
+					}
+					return
+				}
+			}
+		})
+	}
+	stopAll := func() {
+		cancel()
+		for _, v := range vs {
+			v.conn.Close()
+		}
+		wg.Wait()
+	}
+	time.Sleep(time.Second) // warm-up: first full frames
+	bytes0 := totalBytes(vs)
+	cpu0 := cpu()
+	t0 := time.Now()
+	measuring.Store(true)
+	flips := time.NewTicker(200 * time.Millisecond)
+	defer flips.Stop()
+	end := time.After(rfbWindow)
+loop:
+	for {
+		select {
+		case <-flips.C:
+			if err := m.flip(); err != nil {
+				stopAll()
+				return rfbResult{}, err
+			}
+		case err := <-errs:
+			stopAll()
+			return rfbResult{}, err
+		case <-end:
+			break loop
+		}
+	}
+	measuring.Store(false)
+	elapsed := time.Since(t0)
+	cpu1 := cpu()
+	bytes1 := totalBytes(vs)
+	f := frames.Load()
+
+	// Correctness: pause the page, let the last updates land, compare
+	// the first viewer's picture with a capture of the screen.
+	if err := pause(true); err != nil {
+		stopAll()
+		return rfbResult{}, fmt.Errorf("pause the page: %w", err)
+	}
+	time.Sleep(500*time.Millisecond + time.Duration(n)*150*time.Millisecond) // many viewers: slower to catch up
+	stopAll()
+	correct, err := m.compare(vs[0])
+	if err != nil {
+		return rfbResult{}, err
+	}
+	if err := pause(false); err != nil {
+		return rfbResult{}, fmt.Errorf("resume the page: %w", err)
+	}
+	if f == 0 {
+		return rfbResult{}, errors.New("no frames delivered")
+	}
+	slices.Sort(lat)
+	r := rfbResult{
+		fps:         float64(f) / elapsed.Seconds() / float64(n),
+		kbPerFrame:  float64(bytes1-bytes0) / float64(f) / 1000,
+		cpuPerFrame: float64((cpu1 - cpu0).Microseconds()) / 1000 / float64(f),
+		samples:     len(lat),
+		correct:     correct,
+	}
+	if len(lat) > 0 {
+		r.p50, r.p99 = lat[len(lat)/2], lat[min(len(lat)-1, len(lat)*99/100)]
+	}
+	return r, nil
+}
+
+func totalBytes(vs []*viewer) int64 {
+	var n int64
+	for _, v := range vs {
+		n += atomic.LoadInt64(&v.count.n)
+	}
+	return n
+}
+
+// cpuOf is the CPU time (user + system) the processes have used so far.
+func cpuOf(pids ...int) time.Duration {
+	var ticks int64
+	for _, pid := range pids {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			continue
+		}
+		// Fields after the command name, which is in parentheses.
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(f) > 12 {
+			u, _ := strconv.ParseInt(f[11], 10, 64)
+			s, _ := strconv.ParseInt(f[12], 10, 64)
+			ticks += u + s
+		}
+	}
+	return time.Duration(ticks) * time.Second / 100 // USER_HZ
+}
+
+// marker is a small override-redirect X window whose colour the bench
+// flips, timing from the flip (after an X round trip) to each viewer
+// decoding the new colour.
+type marker struct {
+	c      *xgb.Conn
+	win    xproto.Window
+	root   xproto.Window
+	mu     sync.Mutex
+	seq    int
+	colour uint32
+	t0     time.Time
+}
+
+var markerColours = [2]uint32{0xff0000, 0x0000ff}
+
+func newMarker(display string) (*marker, error) {
+	c, err := xgb.NewConnDisplay(display)
+	if err != nil {
+		return nil, fmt.Errorf("marker: %w", err)
+	}
+	root := xproto.Setup(c).DefaultScreen(c).Root
+	win, err := xproto.NewWindowId(c)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	if err := xproto.CreateWindowChecked(c, 24, win, root, markerX, markerY, markerSize, markerSize, 0, xproto.WindowClassInputOutput, 0,
+		xproto.CwBackPixel|xproto.CwOverrideRedirect, []uint32{markerColours[0], 1}).Check(); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("marker window: %w", err)
+	}
+	xproto.MapWindow(c, win)
+	xproto.GetInputFocus(c).Reply()
+	return &marker{c: c, win: win, root: root, colour: markerColours[0]}, nil
+}
+
+func (m *marker) close() { m.c.Close() }
+
+// flip changes the colour and notes when the X server has done it.
+func (m *marker) flip() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	next := markerColours[(m.seq+1)%2]
+	xproto.ConfigureWindow(m.c, m.win, xproto.ConfigWindowStackMode, []uint32{xproto.StackModeAbove})
+	xproto.ChangeWindowAttributes(m.c, m.win, xproto.CwBackPixel, []uint32{next})
+	xproto.ClearArea(m.c, false, m.win, 0, 0, 0, 0)
+	if _, err := xproto.GetInputFocus(m.c).Reply(); err != nil { // a round trip: the window is painted
+		return fmt.Errorf("marker: %w", err)
+	}
+	m.seq++
+	m.colour, m.t0 = next, time.Now()
+	return nil
+}
+
+// check reports the flip the viewer's picture shows, if it shows the
+// latest one.
+func (m *marker) check(v *viewer) (int, time.Time, bool) {
+	x, y := markerX+markerSize/2, markerY+markerSize/2
+	if x >= v.w || y >= v.h {
+		return 0, time.Time{}, false
+	}
+	got := v.at(x, y)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.seq == 0 || !near(got, m.colour, 48) {
+		return 0, time.Time{}, false
+	}
+	return m.seq, m.t0, true
+}
+
+// compare captures the screen and returns the share of the viewer's
+// pixels within a JPEG's tolerance of it.
+func (m *marker) compare(v *viewer) (float64, error) {
+	rep, err := xproto.GetImage(m.c, xproto.ImageFormatZPixmap, xproto.Drawable(m.root), 0, 0, uint16(v.w), uint16(v.h), 0xffffffff).Reply()
+	if err != nil {
+		return 0, fmt.Errorf("capture for comparison: %w", err)
+	}
+	if len(rep.Data) < v.w*v.h*4 {
+		return 0, errors.New("short capture")
+	}
+	ok := 0
+	for i := range v.w * v.h {
+		p := rep.Data[4*i:]
+		if near(v.fb[i], uint32(p[2])<<16|uint32(p[1])<<8|uint32(p[0]), 40) {
+			ok++
+		}
+	}
+	if os.Getenv("DESKD_BENCH_DUMP") != "" {
+		a, b := image.NewRGBA(image.Rect(0, 0, v.w, v.h)), image.NewRGBA(image.Rect(0, 0, v.w, v.h))
+		for i := range v.w * v.h {
+			p := rep.Data[4*i:]
+			a.Pix[4*i], a.Pix[4*i+1], a.Pix[4*i+2], a.Pix[4*i+3] = byte(v.fb[i]>>16), byte(v.fb[i]>>8), byte(v.fb[i]), 255
+			b.Pix[4*i], b.Pix[4*i+1], b.Pix[4*i+2], b.Pix[4*i+3] = p[2], p[1], p[0], 255
+		}
+		for name, img := range map[string]*image.RGBA{"viewer": a, "screen": b} {
+			f, _ := os.Create("/tmp/" + name + ".png")
+			png.Encode(f, img)
+			f.Close()
+		}
+	}
+	return float64(ok) / float64(v.w*v.h), nil
+}
+
+func near(a, b uint32, tol int) bool {
+	for s := 0; s < 24; s += 8 {
+		d := int(a>>s&0xff) - int(b>>s&0xff)
+		if d < -tol || d > tol {
+			return false
+		}
+	}
+	return true
+}
+
+// transportThroughput has one viewer ask for whole frames in Raw,
+// back to back, for a few seconds: the bytes per second the server and
+// its WebSocket transport (deskd's own, or websockify's relay) carry.
+func transportThroughput(ctx context.Context, wsURL string) (float64, error) {
+	v, err := dialViewer(ctx, wsURL, rawEncodings)
+	if err != nil {
+		return 0, err
+	}
+	defer v.conn.Close()
+	for range 3 { // warm up
+		if err := v.request(false); err != nil {
+			return 0, err
+		}
+		if _, err := v.next(); err != nil {
+			return 0, err
+		}
+	}
+	b0, t0 := totalBytes([]*viewer{v}), time.Now()
+	for time.Since(t0) < 4*time.Second {
+		if err := v.request(false); err != nil {
+			return 0, err
+		}
+		if _, err := v.next(); err != nil {
+			return 0, err
+		}
+	}
+	return float64(totalBytes([]*viewer{v})-b0) / time.Since(t0).Seconds() / 1e6, nil
+}
+
+// evalDesktopPage evaluates expr in the desktop's data: page through the
+// DevTools endpoint at base.
+func evalDesktopPage(ctx context.Context, base, expr string) error {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	var list []struct {
+		Type                 string `json:"type"`
+		URL                  string `json:"url"`
+		WebSocketDebuggerURL string `json:"webSocketDebuggerUrl"`
+	}
+	if err := getJSON(ctx, base+"/json/list", &list); err != nil {
+		return err
+	}
+	for _, t := range list {
+		if t.Type != "page" || !strings.HasPrefix(t.URL, "data:text/html") {
+			continue
+		}
+		c, _, err := websocket.Dial(ctx, t.WebSocketDebuggerURL, nil)
+		if err != nil {
+			return err
+		}
+		defer c.CloseNow()
+		msg, _ := json.Marshal(map[string]any{"id": 1, "method": "Runtime.evaluate", "params": map[string]any{"expression": expr}})
+		if err := c.Write(ctx, websocket.MessageText, msg); err != nil {
+			return err
+		}
+		for {
+			_, b, err := c.Read(ctx)
+			if err != nil {
+				return err
+			}
+			if bytes.HasPrefix(b, []byte(`{"id":1,`)) {
+				return nil
+			}
+		}
+	}
+	return errors.New("the desktop's page is not open")
+}
