@@ -119,8 +119,8 @@ func TestViewerDecodes(t *testing.T) {
 // FuzzViewerNext feeds arbitrary server messages to the viewer: errors,
 // never a panic or an unbounded allocation.
 func FuzzViewerNext(f *testing.F) {
-	f.Add([]byte{0, 0, 0, 1, 0, 0, 0, 0, 0, 2, 0, 2, 0, 0, 0, 7, 0x80, 1, 2, 3})     // Tight fill
-	f.Add([]byte{0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0, 1, 0, 0, 0, 0, 1, 2, 3, 4})        // Raw
+	f.Add([]byte{0, 0, 0, 1, 0, 0, 0, 0, 0, 2, 0, 2, 0, 0, 0, 7, 0x80, 1, 2, 3})    // Tight fill
+	f.Add([]byte{0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0, 1, 0, 0, 0, 0, 1, 2, 3, 4})       // Raw
 	f.Add([]byte{0, 0, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0x20}) // LastRect
 	f.Add([]byte{3, 0, 0, 0, 0, 0, 0, 2, 'h', 'i', 0, 0, 0, 0})
 	f.Add([]byte{0, 0, 0, 1, 0, 0, 0, 0, 0, 4, 0, 4, 0, 0, 0, 16, 0, 0, 0, 3, 1, 2, 3})
