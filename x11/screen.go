@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"image"
 	"log/slog"
+	"net"
+	"os"
+	"strings"
 	"sync"
 
 	"github.com/jezek/xgb"
@@ -21,9 +24,10 @@ import (
 // GetImage where the server cannot share memory with us), watched with
 // DAMAGE, driven with XTEST. Its methods are safe for concurrent use.
 type Screen struct {
-	c    *xgb.Conn
-	root xproto.Window
-	log  *slog.Logger
+	display string
+	c       *xgb.Conn
+	root    xproto.Window
+	log     *slog.Logger
 
 	sizeMu   sync.Mutex // guards w and h, which RANDR changes
 	w, h     int
@@ -100,7 +104,7 @@ func OpenScreen(display string, log *slog.Logger) (*Screen, error) {
 	}
 	setup := xproto.Setup(c)
 	scr := setup.DefaultScreen(c)
-	s := &Screen{c: c, root: scr.Root, w: int(scr.WidthInPixels), h: int(scr.HeightInPixels), log: log,
+	s := &Screen{display: display, c: c, root: scr.Root, w: int(scr.WidthInPixels), h: int(scr.HeightInPixels), log: log,
 		damage: make(chan image.Rectangle, 4096), cursorCh: make(chan struct{}, 1), sizeCh: make(chan image.Point, 1), minKey: setup.MinKeycode,
 		bound: map[xproto.Keysym]xproto.Keycode{}, done: make(chan struct{})}
 	fail := func(err error) (*Screen, error) { c.Close(); return nil, err }
@@ -192,6 +196,15 @@ func (s *Screen) openSHM() error {
 		unix.SysvShmCtl(id, unix.IPC_RMID, nil)
 		return fmt.Errorf("shmat: %w", err)
 	}
+	// Xvfb may run as another user (the GUI user, while deskd is root):
+	// it then cannot attach a 0600 segment of ours. Make it the owner,
+	// still 0600; root keeps access through CAP_IPC_OWNER.
+	if uid, gid, err := serverCred(s.display); err == nil && uid != uint32(os.Geteuid()) && os.Geteuid() == 0 {
+		desc := unix.SysvShmDesc{Perm: unix.SysvIpcPerm{Uid: uid, Gid: gid, Mode: 0o600}}
+		if _, err := unix.SysvShmCtl(id, unix.IPC_SET, &desc); err != nil {
+			s.log.Info("cannot give the SHM segment to the X server's user", "uid", uid, "err", err)
+		}
+	}
 	seg, err := shm.NewSegId(s.c)
 	if err == nil {
 		err = shm.AttachChecked(s.c, seg, uint32(id), false).Check()
@@ -251,6 +264,36 @@ func (s *Screen) events() {
 			overflow = true // the next send covers everything
 		}
 	}
+}
+
+// serverCred returns the user and group of the X server of display, from
+// its local socket (SO_PEERCRED).
+func serverCred(display string) (uint32, uint32, error) {
+	n := strings.TrimPrefix(display, ":")
+	if i := strings.IndexByte(n, '.'); i >= 0 {
+		n = n[:i]
+	}
+	for _, path := range []string{"@/tmp/.X11-unix/X" + n, "/tmp/.X11-unix/X" + n} {
+		c, err := net.Dial("unix", path)
+		if err != nil {
+			continue
+		}
+		defer c.Close()
+		raw, err := c.(*net.UnixConn).SyscallConn()
+		if err != nil {
+			return 0, 0, err
+		}
+		var cred *unix.Ucred
+		var serr error
+		if err := raw.Control(func(fd uintptr) { cred, serr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) }); err != nil {
+			return 0, 0, err
+		}
+		if serr != nil {
+			return 0, 0, serr
+		}
+		return cred.Uid, cred.Gid, nil
+	}
+	return 0, 0, fmt.Errorf("x11: no local socket for display %s", display)
 }
 
 // Size is the screen size in pixels.

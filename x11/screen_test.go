@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"image"
+	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -210,5 +212,39 @@ func TestResize(t *testing.T) {
 			t.Fatalf("capture at %dx%d: %v", w, h, err)
 		}
 		t.Logf("resized to %dx%d in %v", w, h, took)
+	}
+}
+
+// TestSHMWithServerAsAnotherUser: deskd runs as root and Xvfb as the GUI
+// user; MIT-SHM must still work (the segment is handed to the server's
+// user), since GetImage costs ~10x more per frame.
+func TestSHMWithServerAsAnotherUser(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to run Xvfb as another user")
+	}
+	path := testenv.LookPath(t, "Xvfb")
+	sp := proc.NewSpawner()
+	defer sp.Close()
+	x, err := StartXvfb(t.Context(), sp, XvfbConfig{Path: path, Resolution: Resolution{320, 240, 24},
+		Credential: &syscall.Credential{Uid: 1000, Gid: 1000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Stop(context.Background(), 5*time.Second)
+	uid, _, err := serverCred(x.Display)
+	if err != nil || uid != 1000 {
+		t.Fatalf("server credentials: uid %d, %v", uid, err)
+	}
+	s, err := OpenScreen(x.Display, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.shmem == nil {
+		t.Fatal("capture fell back to GetImage with Xvfb running as uid 1000")
+	}
+	pix := make([]byte, 320*240*4)
+	if err := s.Capture(image.Rect(0, 0, 320, 240), pix, 320*4); err != nil {
+		t.Fatal(err)
 	}
 }
