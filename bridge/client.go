@@ -38,6 +38,21 @@ func (t *tiles) mark(r Rect) {
 	}
 }
 
+// each calls fn for every dirty tile overlapping r.
+func (t *tiles) each(r Rect, fn func(Rect)) {
+	r = r.Intersect(Rect{0, 0, t.w, t.h})
+	if r.Empty() {
+		return
+	}
+	for ty := r.Y / tile; ty <= (r.Y+r.H-1)/tile; ty++ {
+		for tx := r.X / tile; tx <= (r.X+r.W-1)/tile; tx++ {
+			if t.bits[ty*t.cols+tx] {
+				fn(Rect{tx * tile, ty * tile, min(tile, t.w-tx*tile), min(tile, t.h-ty*tile)})
+			}
+		}
+	}
+}
+
 // take returns and clears the dirty tiles inside r.
 func (t *tiles) take(r Rect) []Rect {
 	var out []Rect
@@ -80,6 +95,8 @@ type client struct {
 	wantRequest, wantProvide, wantNotify bool
 	clipSeen                             int       // serial of the clipboard the viewer has
 	size                                 *sizeNote // a size message the viewer is owed
+	copyRect                             bool      // it takes CopyRect
+	copy                                 *scroll   // a move it is owed, sent before any pixels
 	extSizeSent                          bool      // it has had its first ExtendedDesktopSize
 
 	// Used by the writer only.
@@ -125,6 +142,7 @@ func (c *client) readLoop(ctx context.Context, br *bufio.Reader) error {
 			c.mu.Lock()
 			c.encodings, c.quality, c.level = m.Encodings, -1, 1
 			c.extClip = slices.Contains(m.Encodings, EncExtendedClipboard)
+			c.copyRect = slices.Contains(m.Encodings, EncCopyRect)
 			if slices.Contains(m.Encodings, EncExtendedDesktopSize) && !c.extSizeSent {
 				// The first update after this says the size (rfbproto): it
 				// is how a viewer learns it may send SetDesktopSize.
@@ -215,12 +233,18 @@ func (c *client) writeLoop(ctx context.Context) error {
 			continue
 		}
 		cursor := c.pendingCursor(cur)
-		if !c.requested || (c.dirty.n == 0 && cursor == nil) {
+		if !c.requested || (c.dirty.n == 0 && cursor == nil && c.copy == nil) {
 			c.mu.Unlock()
 			continue
 		}
+		cp := c.copy
+		c.copy = nil
+		if cp != nil && cp.dst.Intersect(c.request) != cp.dst {
+			c.dirty.mark(cp.dst) // asked for part of the screen only: send pixels
+			cp = nil
+		}
 		rects := c.dirty.take(c.request)
-		if len(rects) == 0 && cursor == nil {
+		if len(rects) == 0 && cursor == nil && cp == nil {
 			c.mu.Unlock()
 			continue
 		}
@@ -255,7 +279,7 @@ func (c *client) writeLoop(ctx context.Context) error {
 			c.s.log.Debug("viewer encoding", "encoding", encodingName(encoding), "jpeg_quality", c.enc.quality, "bpp", c.enc.pw.pf.BPP)
 			c.sent = encoding
 		}
-		if err := c.sendUpdate(rects, encoding, cursor); err != nil {
+		if err := c.sendUpdate(rects, encoding, cursor, cp); err != nil {
 			return err
 		}
 	}
@@ -328,10 +352,13 @@ func (c *client) choose() int32 {
 
 // sendUpdate writes a FramebufferUpdate (§7.6.1): u8 0, pad, u16 n, then
 // per rectangle u16 x, y, w, h, s32 encoding and its body.
-func (c *client) sendUpdate(rects []Rect, encoding int32, cursor *cursorShape) error {
+func (c *client) sendUpdate(rects []Rect, encoding int32, cursor *cursorShape, cp *scroll) error {
 	be := binary.BigEndian
 	n := len(rects)
 	if cursor != nil {
+		n++
+	}
+	if cp != nil {
 		n++
 	}
 	c.out = append(c.out[:0], msgFramebufferUpdate, 0)
@@ -339,6 +366,9 @@ func (c *client) sendUpdate(rects []Rect, encoding int32, cursor *cursorShape) e
 	if cursor != nil {
 		c.out = c.appendCursor(c.out, cursor)
 		c.cursorSent = cursor.serial
+	}
+	if cp != nil { // before any pixels: they are newer than what it moves
+		c.out = appendCopyRect(c.out, *cp)
 	}
 	for _, r := range rects {
 		c.out = be.AppendUint16(c.out, uint16(r.X))

@@ -63,6 +63,7 @@ func (c *client) resized(w, h, reason int) {
 	c.dirty.mark(Rect{0, 0, w, h})
 	c.request = Rect{0, 0, w, h}
 	c.size = &sizeNote{w: w, h: h, reason: reason, changed: true}
+	c.copy = nil
 	c.mu.Unlock()
 	c.poke()
 }

@@ -77,6 +77,7 @@ type Server struct {
 
 	resizeCh chan resizeReq // viewers' SetDesktopSize, for the capture loop
 	refresh  chan struct{}  // the first viewer after none: capture everything
+	scrollSc scrollScratch  // the capture loop's
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -177,13 +178,17 @@ func (s *Server) captureLoop() {
 		if viewers == 0 {
 			continue
 		}
-		changed := s.capture(damaged, scratch)
+		changed, sc := s.capture(damaged, scratch, s.wantCopyRect())
 		if len(changed) == 0 {
 			continue
 		}
 		s.mu.RLock()
 		for c := range s.clients {
-			c.markDirty(changed)
+			if sc != nil {
+				c.markScrolled(changed, *sc)
+			} else {
+				c.markDirty(changed)
+			}
 		}
 		s.mu.RUnlock()
 	}
@@ -221,9 +226,26 @@ func (s *Server) readCursor(cs CursorScreen) {
 	s.mu.Unlock()
 }
 
+// wantCopyRect reports whether any viewer takes CopyRect (only then is
+// scroll detection worth its time).
+func (s *Server) wantCopyRect() bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for c := range s.clients {
+		c.mu.Lock()
+		ok := c.copyRect
+		c.mu.Unlock()
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
 // capture grabs the damaged area and returns the tiles that differ from
-// the shared framebuffer, which it updates.
-func (s *Server) capture(damaged []Rect, scratch *Frame) []Rect {
+// the shared framebuffer, which it updates, and a scroll it found when
+// asked to look.
+func (s *Server) capture(damaged []Rect, scratch *Frame, findScroll bool) ([]Rect, *scroll) {
 	full := Rect{0, 0, s.fb.W, s.fb.H}
 	var box Rect
 	for _, r := range damaged {
@@ -238,7 +260,7 @@ func (s *Server) capture(damaged []Rect, scratch *Frame) []Rect {
 		}
 	}
 	if box.Empty() {
-		return nil
+		return nil, nil
 	}
 	// Align to tiles so compares and copies are whole tiles.
 	x0, y0 := box.X/tile*tile, box.Y/tile*tile
@@ -246,20 +268,30 @@ func (s *Server) capture(damaged []Rect, scratch *Frame) []Rect {
 	box = Rect{x0, y0, x1 - x0, y1 - y0}
 	if err := s.screen.Capture(toImage(box), scratch.Pix, scratch.Stride); err != nil {
 		s.log.Warn("capture failed", "rect", box, "err", err)
-		return nil
+		return nil, nil
+	}
+	var sc *scroll
+	if findScroll { // s.fb is the old picture: only this goroutine writes it
+		if found, ok := detectScroll(s.fb, scratch, box, &s.scrollSc); ok {
+			sc = &found
+		}
 	}
 	var changed []Rect
 	s.mu.Lock()
 	for ty := box.Y; ty < box.Y+box.H; ty += tile {
 		for tx := box.X; tx < box.X+box.W; tx += tile {
 			t := Rect{tx, ty, min(tile, full.W-tx), min(tile, full.H-ty)}
+			explained := sc != nil && sc.explains(s.fb, scratch, t) // before the tile is updated
 			if copyIfChanged(s.fb, scratch, t) {
 				changed = append(changed, t)
+				if sc != nil && !explained {
+					sc.rest = append(sc.rest, t)
+				}
 			}
 		}
 	}
 	s.mu.Unlock()
-	return changed
+	return changed, sc
 }
 
 func union(a, b Rect) Rect {

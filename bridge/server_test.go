@@ -118,6 +118,7 @@ type rfbClient struct {
 	closed chan error
 	cursor cursorSeen
 	sizes  []Rect // size pseudo-rectangles received (x: reason, y: status)
+	copies int    // CopyRect rectangles applied
 }
 
 type cursorSeen struct {
@@ -244,6 +245,20 @@ func (c *rfbClient) update() []Rect {
 				c.fb = make([]uint32, r.W*r.H)
 			}
 			rects = append(rects, Rect{W: -2}) // marks a size rectangle
+			continue
+		}
+		if enc == EncCopyRect {
+			src := c.read(4)
+			sx, sy := int(binary.BigEndian.Uint16(src)), int(binary.BigEndian.Uint16(src[2:]))
+			tmp := make([]uint32, r.W*r.H)
+			for y := range r.H {
+				copy(tmp[y*r.W:(y+1)*r.W], c.fb[(sy+y)*c.w+sx:])
+			}
+			for y := range r.H {
+				copy(c.fb[(r.Y+y)*c.w+r.X:], tmp[y*r.W:(y+1)*r.W])
+			}
+			c.copies++
+			rects = append(rects, r)
 			continue
 		}
 		px := c.decode(r, enc)

@@ -1,0 +1,173 @@
+package bridge
+
+import (
+	"io"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// fillRows gives rows y0..y1 of f distinct, text-like content.
+func fillRows(f *Frame, y0, y1 int, rng *rand.Rand) {
+	for y := y0; y < y1; y++ {
+		blank := rng.IntN(4) == 0 // blank rows, as between lines of text
+		for x := 0; x < f.W; x++ {
+			c := uint32(0xffffff)
+			if !blank && rng.IntN(3) == 0 {
+				c = rng.Uint32() & 0xffffff
+			}
+			p := f.at(x, y)
+			p[0], p[1], p[2], p[3] = byte(c), byte(c>>8), byte(c>>16), byte(rng.Uint32()) // X byte: garbage
+		}
+	}
+}
+
+// scrolled returns a copy of f whose rows y0..y1 moved by dy (new row y
+// is old row y+dy), the revealed rows filled anew.
+func scrolled(f *Frame, y0, y1, dy int, rng *rand.Rand) *Frame {
+	g := NewFrame(f.W, f.H)
+	copy(g.Pix, f.Pix)
+	for y := y0; y < y1; y++ {
+		if sy := y + dy; sy >= y0 && sy < y1 {
+			copy(g.Pix[y*g.Stride:(y+1)*g.Stride], f.Pix[sy*f.Stride:(sy+1)*f.Stride])
+		} else {
+			fillRows(g, y, y+1, rng)
+		}
+	}
+	return g
+}
+
+func TestDetectScroll(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	old := NewFrame(320, 400)
+	fillRows(old, 0, 400, rng)
+	box := Rect{0, 0, 320, 400}
+	for _, tc := range []struct {
+		name    string
+		dy      int
+		y0, y1  int
+		wantOK  bool
+		wantDst Rect
+	}{
+		{"down 4", 4, 0, 400, true, Rect{0, 0, 320, 396}},
+		{"up 7", -7, 0, 400, true, Rect{0, 7, 320, 393}},
+		{"a viewport 100..300 by 30", 30, 100, 300, true, Rect{0, 100, 320, 170}},
+		{"too far to keep enough rows", 380, 0, 400, false, Rect{}},
+		{"no move", 0, 0, 400, false, Rect{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			new := scrolled(old, tc.y0, tc.y1, tc.dy, rng)
+			var sc scrollScratch
+			got, ok := detectScroll(old, new, box, &sc)
+			if ok != tc.wantOK || (ok && (got.dy != tc.dy || got.dst != tc.wantDst)) {
+				t.Fatalf("detectScroll = %+v, %v; want dy %d dst %+v, %v", got, ok, tc.dy, tc.wantDst, tc.wantOK)
+			}
+		})
+	}
+	// Unrelated content is no scroll.
+	other := NewFrame(320, 400)
+	fillRows(other, 0, 400, rng)
+	var sc scrollScratch
+	if got, ok := detectScroll(old, other, box, &sc); ok {
+		t.Fatalf("found %+v between unrelated pictures", got)
+	}
+}
+
+// setFrame replaces the screen's picture and reports damage over rows
+// y0..y1.
+func (m *memScreen) setFrame(f *Frame, y0, y1 int) {
+	m.mu.Lock()
+	copy(m.f.Pix, f.Pix)
+	m.mu.Unlock()
+	m.damage <- toImage(Rect{0, y0, f.W, y1 - y0})
+}
+
+func (m *memScreen) frame() *Frame {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	g := NewFrame(m.f.W, m.f.H)
+	copy(g.Pix, m.f.Pix)
+	return g
+}
+
+// countingConn counts what the server sends a test viewer.
+type countingConn struct {
+	io.Reader
+	n int
+}
+
+func (c *countingConn) Read(p []byte) (int, error) {
+	n, err := c.Reader.Read(p)
+	c.n += n
+	return n, err
+}
+
+// TestScrollConverges scrolls and paints the screen at random while two
+// viewers, one taking CopyRect and one not, ask for updates at random
+// moments; whenever they catch up, each picture equals the screen, and
+// the CopyRect viewer has used moves and fewer bytes.
+func TestScrollConverges(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	scr := newMemScreen(320, 400)
+	f := NewFrame(320, 400)
+	fillRows(f, 0, 400, rng)
+	scr.setFrame(f, 0, 400)
+	<-scr.damage
+	s := newTestServer(t, scr, "")
+	viewers := make([]*rfbClient, 2)
+	counts := make([]*countingConn, 2)
+	for i, encs := range [][]int32{{EncCopyRect, EncZlib}, {EncZlib}} {
+		v := dialRFB(t, s, version38, "", ConnOptions{})
+		counts[i] = &countingConn{Reader: v.c} // nothing is buffered after the handshake
+		v.br.Reset(counts[i])
+		v.setEncodings(encs...)
+		v.request(false)
+		v.update()
+		viewers[i] = v
+	}
+	catchUp := func(v *rfbClient) {
+		t.Helper()
+		for range 20 {
+			if v.matches(scr) {
+				return
+			}
+			v.request(true)
+			v.update()
+		}
+		t.Fatalf("viewer (%d moves) never caught up with the screen", v.copies)
+	}
+	for step := range 60 {
+		f := scr.frame()
+		switch rng.IntN(4) {
+		case 0: // paint a band
+			y := rng.IntN(380)
+			fillRows(f, y, y+20, rng)
+			scr.setFrame(f, y, y+20)
+		default: // scroll the viewport 40..360
+			dy := rng.IntN(31) - 15
+			if dy == 0 {
+				dy = 9
+			}
+			scr.setFrame(scrolled(f, 40, 360, dy, rng), 40, 360)
+		}
+		// Let the capture loop take it in before anyone asks.
+		for deadline := time.Now().Add(5 * time.Second); len(scr.damage) > 0; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("damage not taken")
+			}
+		}
+		time.Sleep(2 * time.Millisecond)
+		for _, v := range viewers {
+			if rng.IntN(3) == 0 || step == 59 {
+				catchUp(v) // sometimes a viewer lets changes pile up first
+			}
+		}
+	}
+	if viewers[0].copies == 0 || viewers[1].copies != 0 {
+		t.Fatalf("moves used: CopyRect viewer %d, other %d", viewers[0].copies, viewers[1].copies)
+	}
+	t.Logf("CopyRect viewer: %d moves, %d bytes; the other: %d bytes", viewers[0].copies, counts[0].n, counts[1].n)
+	if counts[0].n*4 > counts[1].n*3 { // at least a quarter saved (34% when written)
+		t.Fatalf("CopyRect saved too little: %d bytes vs %d", counts[0].n, counts[1].n)
+	}
+}
