@@ -125,8 +125,11 @@ type encoder struct {
 	zlibStream  *zstream
 	zrleStream  *zstream
 	tightStream [4]*zstream
-	scratch     []byte
-	colours     colourSet
+	// tightBase is the first of the two Tight streams this encoder uses
+	// (copy, palette): 0, or 2 for a second encoder working in parallel.
+	tightBase int
+	scratch   []byte
+	colours   colourSet
 }
 
 func newEncoder(pf PixelFormat) *encoder {
@@ -288,12 +291,12 @@ func (e *encoder) encodeTight(dst []byte, f *Frame, r Rect) []byte {
 	case few && n == 1:
 		return e.pw.putCompact(append(dst, tightFill), cs.colours[0])
 	case few && n <= tightMaxPalette:
-		dst = append(dst, tightExplicit|1<<4, tightPalette, byte(n-1))
+		dst = append(dst, tightExplicit|byte(e.tightBase+1)<<4, tightPalette, byte(n-1))
 		for _, c := range cs.colours {
 			dst = e.pw.putCompact(dst, c)
 		}
 		e.scratch = packIndices(e.scratch[:0], f, r, cs, n)
-		return e.tightData(dst, 1, e.scratch)
+		return e.tightData(dst, e.tightBase+1, e.scratch)
 	case !few && limit == tightPhotoColours:
 		return e.tightJPEG(dst, f, r)
 	}
@@ -310,7 +313,7 @@ func (e *encoder) encodeTight(dst []byte, f *Frame, r Rect) []byte {
 			e.scratch = e.pw.putCompact(e.scratch, f.bgr(x, y))
 		}
 	}
-	return e.tightData(append(dst, 0<<4), 0, e.scratch)
+	return e.tightData(append(dst, byte(e.tightBase)<<4), e.tightBase, e.scratch)
 }
 
 // packIndices writes palette indices: 1 bit a pixel (rows padded to a

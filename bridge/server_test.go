@@ -7,6 +7,7 @@ import (
 	"errors"
 	"image"
 	"io"
+	"math/rand/v2"
 	"net"
 	"sync"
 	"testing"
@@ -534,4 +535,38 @@ func TestIdleServerRefreshesForNextViewer(t *testing.T) {
 		}
 	}
 	t.Fatal("the viewer after an idle period never saw the current screen")
+}
+
+// A large Tight update is encoded in two halves at once, on streams 0-1
+// and 2-3; over several updates every stream must stay in step with the
+// viewer's inflaters.
+func TestParallelTightUpdates(t *testing.T) {
+	scr := newMemScreen(640, 480) // 307200 pixels: above parallelArea
+	s := newTestServer(t, scr, "")
+	c := dialRFB(t, s, version38, "", ConnOptions{})
+	c.setPixelFormat(noVNCFormat)
+	c.setEncodings(EncTight) // no JPEG quality: lossless
+	c.request(false)
+	c.update()
+	if !c.matches(scr) {
+		t.Fatal("first update differs from the screen")
+	}
+	rng := rand.New(rand.NewPCG(9, 9))
+	for i := range 5 {
+		for j := range 4 {
+			scr.paint(Rect{rng.IntN(500), rng.IntN(400), 140, 80}, rng.Uint32()&0xffffff)
+			_ = j
+		}
+		scr.paint(Rect{0, 0, 640, 480}, 0x102030+uint32(i)) // everything changes: parallel again
+		for range 10 {
+			if c.matches(scr) {
+				break
+			}
+			c.request(true)
+			c.update()
+		}
+		if !c.matches(scr) {
+			t.Fatalf("after change %d the viewer differs from the screen", i)
+		}
+	}
 }
