@@ -97,6 +97,7 @@ type client struct {
 	size                                 *sizeNote // a size message the viewer is owed
 	copyRect                             bool      // it takes CopyRect
 	copy                                 *scroll   // a move it is owed, sent before any pixels
+	flow                                 flow      // continuous updates and fences
 	extSizeSent                          bool      // it has had its first ExtendedDesktopSize
 
 	// Used by the writer only.
@@ -145,6 +146,7 @@ func (c *client) readLoop(ctx context.Context, br *bufio.Reader) error {
 			c.encodings, c.quality, c.level = m.Encodings, -1, 1
 			c.extClip = slices.Contains(m.Encodings, EncExtendedClipboard)
 			c.copyRect = slices.Contains(m.Encodings, EncCopyRect)
+			c.setEncodingsFlow(slices.Contains(m.Encodings, EncContinuousUpdates), slices.Contains(m.Encodings, EncFence))
 			if slices.Contains(m.Encodings, EncExtendedDesktopSize) && !c.extSizeSent {
 				// The first update after this says the size (rfbproto): it
 				// is how a viewer learns it may send SetDesktopSize.
@@ -187,6 +189,14 @@ func (c *client) readLoop(ctx context.Context, br *bufio.Reader) error {
 			if err := c.clientCutText(m); err != nil {
 				return err
 			}
+		case msgEnableContUpdates:
+			if err := c.enableContinuous(m); err != nil {
+				return err
+			}
+		case msgFence:
+			if err := c.fence(m); err != nil {
+				return err
+			}
 		case msgSetDesktopSize:
 			if c.viewOnly {
 				c.noteSize(sizeNote{reason: reasonThisClient, status: resizeProhibited})
@@ -198,8 +208,6 @@ func (c *client) readLoop(ctx context.Context, br *bufio.Reader) error {
 				c.noteSize(sizeNote{reason: reasonThisClient, status: resizeNoResources})
 			}
 		}
-		// Fence and EnableContinuousUpdates are parsed (and bounded) but
-		// not acted on yet.
 	}
 }
 
@@ -218,6 +226,7 @@ func (c *client) writeLoop(ctx context.Context) error {
 		c.s.mu.RUnlock()
 		c.mu.Lock()
 		c.out = c.clipMessages(c.out[:0], clip)
+		c.out = c.flowMessages(c.out)
 		if len(c.out) > 0 {
 			c.mu.Unlock()
 			if _, err := c.bw.Write(c.out); err != nil {
@@ -228,29 +237,38 @@ func (c *client) writeLoop(ctx context.Context) error {
 			}
 			c.mu.Lock()
 		}
-		if c.size != nil && c.requested {
+		if c.size != nil && (c.requested || c.flow.enabled) {
 			if err := c.sendSize(); err != nil { // unlocks c.mu
 				return err
 			}
 			continue
 		}
 		cursor := c.pendingCursor(cur)
-		if !c.requested || (c.dirty.n == 0 && cursor == nil && c.copy == nil) {
+		req, push := c.request, false
+		if !c.requested { // under continuous updates no request is needed
+			req, push = c.pushing()
+		}
+		if (!c.requested && !push) || (c.dirty.n == 0 && cursor == nil && c.copy == nil) {
 			c.mu.Unlock()
 			continue
 		}
 		cp := c.copy
 		c.copy = nil
-		if cp != nil && cp.dst.Intersect(c.request) != cp.dst {
+		if cp != nil && cp.dst.Intersect(req) != cp.dst {
 			c.dirty.mark(cp.dst) // asked for part of the screen only: send pixels
 			cp = nil
 		}
-		rects := c.dirty.take(c.request)
+		rects := c.dirty.take(req)
 		if len(rects) == 0 && cursor == nil && cp == nil {
 			c.mu.Unlock()
 			continue
 		}
-		c.requested = false
+		var trailer []byte
+		if c.requested {
+			c.requested = false
+		} else {
+			trailer = c.pushed() // a fence request: its answer frees the slot
+		}
 		if c.pf != nil { // the new format applies from this update on
 			c.enc.pw = newPixelWriter(*c.pf)
 			c.pf = nil
@@ -285,7 +303,7 @@ func (c *client) writeLoop(ctx context.Context) error {
 			c.s.log.Debug("viewer encoding", "encoding", encodingName(encoding), "jpeg_quality", c.enc.quality, "bpp", c.enc.pw.pf.BPP)
 			c.sent = encoding
 		}
-		if err := c.sendUpdate(rects, encoding, cursor, cp); err != nil {
+		if err := c.sendUpdate(rects, encoding, cursor, cp, trailer); err != nil {
 			return err
 		}
 	}
@@ -358,7 +376,7 @@ func (c *client) choose() int32 {
 
 // sendUpdate writes a FramebufferUpdate (§7.6.1): u8 0, pad, u16 n, then
 // per rectangle u16 x, y, w, h, s32 encoding and its body.
-func (c *client) sendUpdate(rects []Rect, encoding int32, cursor *cursorShape, cp *scroll) error {
+func (c *client) sendUpdate(rects []Rect, encoding int32, cursor *cursorShape, cp *scroll, trailer []byte) error {
 	be := binary.BigEndian
 	n := len(rects)
 	if cursor != nil {
@@ -391,6 +409,7 @@ func (c *client) sendUpdate(rects []Rect, encoding int32, cursor *cursorShape, c
 	} else {
 		c.out = c.enc.appendRects(c.out, c.snap, rects, encoding)
 	}
+	c.out = append(c.out, trailer...)
 	if _, err := c.bw.Write(c.out); err != nil {
 		return err
 	}

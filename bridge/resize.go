@@ -64,6 +64,9 @@ func (c *client) resized(w, h, reason int) {
 	c.request = Rect{0, 0, w, h}
 	c.size = &sizeNote{w: w, h: h, reason: reason, changed: true}
 	c.copy = nil
+	if c.flow.enabled {
+		c.flow.area = Rect{0, 0, w, h}
+	}
 	c.mu.Unlock()
 	c.poke()
 }

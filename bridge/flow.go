@@ -1,0 +1,120 @@
+package bridge
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// Continuous updates and fences (rfbproto "ContinuousUpdates" -313,
+// "Fence" -312). A viewer taking both is told the server can push
+// updates (EndOfContinuousUpdates, u8 150); once it enables them
+// (EnableContinuousUpdates, u8 150, u8 enable, u16 x, y, w, h) it sends
+// no more requests, and the server sends an update whenever its area
+// changes. Fences (u8 248, 3 pad, u32 flags, u8 length, payload) pace
+// that: after each pushed update the server sends a fence request, and
+// sends no more while maxInFlight are unanswered, so a slow viewer gets
+// the newest pixels, never a queue. The viewer's own fence requests are
+// answered in order with the flags we honour.
+const (
+	fenceBlockBefore = 1 << 0
+	fenceBlockAfter  = 1 << 1
+	fenceSyncNext    = 1 << 2
+	fenceRequest     = 1 << 31
+	fenceFlags       = fenceBlockBefore | fenceBlockAfter | fenceSyncNext
+
+	maxInFlight   = 2  // pushed updates a viewer has not yet acknowledged
+	maxFenceQueue = 16 // fence requests from a viewer not yet answered
+)
+
+// flow is a viewer's continuous-update state, guarded by c.mu.
+type flow struct {
+	offered  bool // it takes both pseudo-encodings
+	eocuDue  bool // EndOfContinuousUpdates owed (offer, or end)
+	enabled  bool
+	area     Rect
+	inFlight int
+	seq      uint32
+	replies  [][]byte // fence answers owed, as whole messages
+}
+
+// appendFence appends a Fence message.
+func appendFence(dst []byte, flags uint32, payload []byte) []byte {
+	dst = append(dst, msgServerFence, 0, 0, 0)
+	dst = binary.BigEndian.AppendUint32(dst, flags)
+	dst = append(dst, byte(len(payload)))
+	return append(dst, payload...)
+}
+
+// setEncodingsFlow notes whether the viewer can take pushed updates.
+// Callers hold c.mu.
+func (c *client) setEncodingsFlow(cu, fence bool) {
+	if cu && fence && !c.flow.offered {
+		c.flow.offered, c.flow.eocuDue = true, true
+	}
+}
+
+// enableContinuous handles EnableContinuousUpdates.
+func (c *client) enableContinuous(m ClientMessage) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.flow.offered {
+		return fmt.Errorf("%w: EnableContinuousUpdates without the pseudo-encodings", ErrProtocol)
+	}
+	if m.Incremental { // the enable flag
+		c.flow.enabled, c.flow.area = true, m.Rect
+		c.s.log.Debug("viewer takes continuous updates", "area", m.Rect)
+	} else {
+		c.flow.enabled = false
+		c.flow.eocuDue = true // the spec asks for one when they end
+	}
+	c.poke()
+	return nil
+}
+
+// fence handles a viewer's Fence: a request is answered in order; an
+// answer acknowledges one pushed update.
+func (c *client) fence(m ClientMessage) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if m.Flags&fenceRequest != 0 {
+		if len(c.flow.replies) >= maxFenceQueue {
+			return fmt.Errorf("%w: more than %d fence requests unanswered", ErrProtocol, maxFenceQueue)
+		}
+		c.flow.replies = append(c.flow.replies, appendFence(nil, m.Flags&fenceFlags, m.Payload))
+	} else if c.flow.inFlight > 0 {
+		c.flow.inFlight--
+	}
+	c.poke()
+	return nil
+}
+
+// flowMessages appends what the writer owes outside updates: fence
+// answers and EndOfContinuousUpdates. Callers hold c.mu.
+func (c *client) flowMessages(dst []byte) []byte {
+	for _, r := range c.flow.replies {
+		dst = append(dst, r...)
+	}
+	c.flow.replies = c.flow.replies[:0]
+	if c.flow.eocuDue {
+		dst = append(dst, msgEndOfContUpdates)
+		c.flow.eocuDue = false
+	}
+	return dst
+}
+
+// pushing reports whether an update may be sent without a request, and
+// for which area. Callers hold c.mu.
+func (c *client) pushing() (Rect, bool) {
+	if !c.flow.enabled || c.flow.inFlight >= maxInFlight {
+		return Rect{}, false
+	}
+	return c.flow.area, true
+}
+
+// pushed notes an update sent under continuous updates and returns the
+// fence request that follows it. Callers hold c.mu.
+func (c *client) pushed() []byte {
+	c.flow.inFlight++
+	c.flow.seq++
+	return appendFence(nil, fenceRequest|fenceBlockBefore, binary.BigEndian.AppendUint32(nil, c.flow.seq))
+}

@@ -1,0 +1,123 @@
+package bridge
+
+import (
+	"encoding/binary"
+	"errors"
+	"testing"
+	"time"
+)
+
+// serverMessage reads the next server message: an update is applied
+// (its type returned), a fence returned with its flags and payload.
+func (c *rfbClient) serverMessage(wait time.Duration) (typ byte, flags uint32, payload []byte, ok bool) {
+	c.t.Helper()
+	c.c.SetReadDeadline(time.Now().Add(wait))
+	defer c.c.SetReadDeadline(time.Time{})
+	b, err := c.br.Peek(1)
+	if err != nil {
+		return 0, 0, nil, false // nothing within wait
+	}
+	switch b[0] {
+	case msgFramebufferUpdate:
+		c.update()
+		return msgFramebufferUpdate, 0, nil, true
+	case msgEndOfContUpdates:
+		c.read(1)
+		return msgEndOfContUpdates, 0, nil, true
+	case msgServerFence:
+		h := c.read(9)
+		return msgServerFence, binary.BigEndian.Uint32(h[4:]), c.read(int(h[8])), true
+	}
+	c.t.Fatalf("server message type %d", b[0])
+	return 0, 0, nil, false
+}
+
+func (c *rfbClient) expect(typ byte) (uint32, []byte) {
+	c.t.Helper()
+	got, flags, payload, ok := c.serverMessage(5 * time.Second)
+	if !ok || got != typ {
+		c.t.Fatalf("got message %d (ok %v), want %d", got, ok, typ)
+	}
+	return flags, payload
+}
+
+func (c *rfbClient) enableCU(enable bool) {
+	b := []byte{msgEnableContUpdates, 0, 0, 0, 0, 0}
+	if enable {
+		b[1] = 1
+	}
+	b = binary.BigEndian.AppendUint16(b, uint16(c.w))
+	c.write(binary.BigEndian.AppendUint16(b, uint16(c.h)))
+}
+
+func (c *rfbClient) clientFence(flags uint32, payload []byte) {
+	b := binary.BigEndian.AppendUint32([]byte{msgFence, 0, 0, 0}, flags)
+	c.write(append(append(b, byte(len(payload))), payload...))
+}
+
+func TestContinuousUpdatesPacedByFences(t *testing.T) {
+	scr := newMemScreen(128, 64)
+	s := newTestServer(t, scr, "")
+	c := dialRFB(t, s, version38, "", ConnOptions{})
+	c.setEncodings(EncRaw, EncContinuousUpdates, EncFence)
+	c.expect(msgEndOfContUpdates) // the offer
+	c.request(false)
+	c.expect(msgFramebufferUpdate)
+	c.enableCU(true)
+
+	// Changes are pushed without requests, each followed by a fence.
+	var fences [][]byte
+	for i, colour := range []uint32{0xff0000, 0x00ff00} {
+		scr.paint(Rect{0, 0, 64, 64}, colour)
+		c.expect(msgFramebufferUpdate)
+		flags, payload := c.expect(msgServerFence)
+		if flags&fenceRequest == 0 || binary.BigEndian.Uint32(payload) != uint32(i+1) {
+			t.Fatalf("fence %d: flags %#x payload %x", i, flags, payload)
+		}
+		fences = append(fences, payload)
+	}
+	// Two unanswered: a third change waits.
+	scr.paint(Rect{64, 0, 64, 64}, 0x0000ff)
+	if typ, _, _, ok := c.serverMessage(300 * time.Millisecond); ok {
+		t.Fatalf("message %d sent with %d fences unanswered", typ, maxInFlight)
+	}
+	c.clientFence(fenceBlockBefore, fences[0]) // an answer frees a slot
+	c.expect(msgFramebufferUpdate)
+	c.expect(msgServerFence)
+	if !c.matches(scr) {
+		t.Fatal("pushed updates do not add up to the screen")
+	}
+
+	// The viewer's own fence request is answered, unknown flags dropped.
+	c.clientFence(fenceRequest|fenceBlockBefore|1<<5, []byte("ab"))
+	flags, payload := c.expect(msgServerFence)
+	if flags != fenceBlockBefore || string(payload) != "ab" {
+		t.Fatalf("fence answer flags %#x payload %q", flags, payload)
+	}
+	// Disabling ends with EndOfContinuousUpdates; then requests rule again.
+	c.enableCU(false)
+	c.expect(msgEndOfContUpdates)
+	scr.paint(Rect{0, 0, 32, 32}, 0xffffff)
+	if typ, _, _, ok := c.serverMessage(300 * time.Millisecond); ok {
+		t.Fatalf("message %d pushed after continuous updates ended", typ)
+	}
+	c.request(true)
+	c.expect(msgFramebufferUpdate)
+}
+
+func TestContinuousUpdatesNeedTheOffer(t *testing.T) {
+	scr := newMemScreen(64, 64)
+	s := newTestServer(t, scr, "")
+	c := dialRFB(t, s, version38, "", ConnOptions{})
+	c.setEncodings(EncRaw) // neither pseudo-encoding
+	c.enableCU(true)
+	select {
+	case err := <-c.closed:
+		if !errors.Is(err, ErrProtocol) {
+			t.Fatalf("Serve ended with %v, want a protocol error", err)
+		}
+		c.closed <- err
+	case <-time.After(5 * time.Second):
+		t.Fatal("EnableContinuousUpdates without the offer was accepted")
+	}
+}
