@@ -51,17 +51,7 @@ func BenchmarkEncodeFrame(b *testing.B) {
 			e.quality = bc.quality
 			var out []byte
 			for b.Loop() {
-				out = out[:0]
-				for _, r := range rects {
-					switch bc.enc {
-					case EncTight:
-						out = e.encodeTight(out, f, r)
-					case EncZRLE:
-						out = e.encodeZRLE(out, f, r)
-					default:
-						out = e.encodeZlib(out, f, r)
-					}
-				}
+				out = e.appendRects(out[:0], f, rects, bc.enc)
 			}
 			b.ReportMetric(float64(len(out))/1000, "KB/frame")
 		})

@@ -237,25 +237,16 @@ func (c *client) clientCutText(m ClientMessage) error {
 	}
 	switch flags & clipActions {
 	case clipCaps: // the viewer's own caps: every viewer we know takes text
-	case clipNotify:
+	case clipNotify: // it has text: we owe it a request
 		if flags&clipFormatText != 0 {
-			c.mu.Lock()
-			c.wantRequest = true
-			c.mu.Unlock()
-			c.poke()
+			c.owe(&c.wantRequest)
 		}
-	case clipRequest:
+	case clipRequest: // it wants ours
 		if flags&clipFormatText != 0 {
-			c.mu.Lock()
-			c.wantProvide = true
-			c.mu.Unlock()
-			c.poke()
+			c.owe(&c.wantProvide)
 		}
-	case clipPeek:
-		c.mu.Lock()
-		c.wantNotify = true
-		c.mu.Unlock()
-		c.poke()
+	case clipPeek: // it asks what we have
+		c.owe(&c.wantNotify)
 	case clipProvide:
 		text, ok, err := parseProvide(flags, rest)
 		if err != nil {
@@ -266,4 +257,12 @@ func (c *client) clientCutText(m ClientMessage) error {
 		}
 	}
 	return nil
+}
+
+// owe sets one of the flags the writer answers (guarded by c.mu).
+func (c *client) owe(flag *bool) {
+	c.mu.Lock()
+	*flag = true
+	c.mu.Unlock()
+	c.poke()
 }

@@ -8,27 +8,14 @@ import (
 	"time"
 
 	"github.com/cubepod/deskd/internal/testenv"
-	"github.com/cubepod/deskd/proc"
 )
 
 // TestClipboard exchanges text with xclip, an X client we did not write,
 // both ways, through CLIPBOARD and PRIMARY, small and large (the large
 // text crosses xgb's request-size limit, so it goes out in INCR pieces).
 func TestClipboard(t *testing.T) {
-	xvfb := testenv.LookPath(t, "Xvfb")
 	xclip := testenv.LookPath(t, "xclip")
-	sp := proc.NewSpawner()
-	defer sp.Close()
-	x, err := StartXvfb(t.Context(), sp, XvfbConfig{Path: xvfb, Resolution: Resolution{320, 240, 24}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer x.Stop(context.Background(), 5*time.Second)
-	s, err := OpenScreen(x.Display, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	x, s := startScreen(t, XvfbConfig{Resolution: Resolution{320, 240, 24}})
 
 	xclipCmd := func(ctx context.Context, args ...string) *exec.Cmd {
 		cmd := exec.CommandContext(ctx, xclip, append([]string{"-display", x.Display}, args...)...)

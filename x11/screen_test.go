@@ -20,19 +20,7 @@ import (
 // TestScreen draws with a second X client and checks what Screen sees
 // (damage, captured pixels) and does (pointer, keys, a bound keysym).
 func TestScreen(t *testing.T) {
-	path := testenv.LookPath(t, "Xvfb")
-	sp := proc.NewSpawner()
-	defer sp.Close()
-	x, err := StartXvfb(t.Context(), sp, XvfbConfig{Path: path, Resolution: Resolution{640, 480, 24}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer x.Stop(context.Background(), 5*time.Second)
-	s, err := OpenScreen(x.Display, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	x, s := startScreen(t, XvfbConfig{Resolution: Resolution{640, 480, 24}})
 	if w, h := s.Size(); w != 640 || h != 480 {
 		t.Fatalf("size %dx%d", w, h)
 	}
@@ -149,20 +137,8 @@ func TestScreen(t *testing.T) {
 // the largest size and is shrunk at once; the new size is reported, seen
 // by another client (xdpyinfo) and captured whole.
 func TestResize(t *testing.T) {
-	path := testenv.LookPath(t, "Xvfb")
 	xdpyinfo := testenv.LookPath(t, "xdpyinfo")
-	sp := proc.NewSpawner()
-	defer sp.Close()
-	x, err := StartXvfb(t.Context(), sp, XvfbConfig{Path: path, Resolution: Resolution{640, 480, 24}, MaxResolution: Resolution{1280, 800, 24}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer x.Stop(context.Background(), 5*time.Second)
-	s, err := OpenScreen(x.Display, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	x, s := startScreen(t, XvfbConfig{Resolution: Resolution{640, 480, 24}, MaxResolution: Resolution{1280, 800, 24}})
 	dims := func() string {
 		out, err := exec.Command(xdpyinfo, "-display", x.Display).Output()
 		if err != nil {
@@ -222,24 +198,11 @@ func TestSHMWithServerAsAnotherUser(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run Xvfb as another user")
 	}
-	path := testenv.LookPath(t, "Xvfb")
-	sp := proc.NewSpawner()
-	defer sp.Close()
-	x, err := StartXvfb(t.Context(), sp, XvfbConfig{Path: path, Resolution: Resolution{320, 240, 24},
-		Credential: &syscall.Credential{Uid: 1000, Gid: 1000}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer x.Stop(context.Background(), 5*time.Second)
+	x, s := startScreen(t, XvfbConfig{Resolution: Resolution{320, 240, 24}, Credential: &syscall.Credential{Uid: 1000, Gid: 1000}})
 	uid, _, err := serverCred(x.Display)
 	if err != nil || uid != 1000 {
 		t.Fatalf("server credentials: uid %d, %v", uid, err)
 	}
-	s, err := OpenScreen(x.Display, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
 	if s.shmem == nil {
 		t.Fatal("capture fell back to GetImage with Xvfb running as uid 1000")
 	}
@@ -247,4 +210,24 @@ func TestSHMWithServerAsAnotherUser(t *testing.T) {
 	if err := s.Capture(image.Rect(0, 0, 320, 240), pix, 320*4); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// startScreen starts an Xvfb with cfg (its path found here) and opens
+// its Screen; both end with the test.
+func startScreen(t *testing.T, cfg XvfbConfig) (*Xvfb, *Screen) {
+	t.Helper()
+	cfg.Path = testenv.LookPath(t, "Xvfb")
+	sp := proc.NewSpawner()
+	t.Cleanup(sp.Close)
+	x, err := StartXvfb(t.Context(), sp, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { x.Stop(context.Background(), 5*time.Second) })
+	s, err := OpenScreen(x.Display, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return x, s
 }
