@@ -32,6 +32,18 @@ func (h *rfbHolder) close() {
 	}
 }
 
+// size is the screen size of display when an RFB server watches it
+// (viewers may have resized it since Xvfb started).
+func (h *rfbHolder) size(display string) (int, int, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.screen == nil || h.display != display {
+		return 0, 0, false
+	}
+	w, ht := h.screen.Size()
+	return w, ht, true
+}
+
 // rfbServer starts the desktop if needed and returns the RFB server for
 // its display.
 func (s *Server) rfbServer(ctx context.Context) (*bridge.Server, error) {

@@ -19,6 +19,7 @@ import (
 	"github.com/cubepod/deskd/desktop"
 	"github.com/cubepod/deskd/panel"
 	"github.com/cubepod/deskd/term"
+	"github.com/cubepod/deskd/x11"
 )
 
 // Config configures a Server.
@@ -181,6 +182,12 @@ func (s *Server) Activate(ctx context.Context, o desktop.StartOptions) (desktop.
 // and the URLs of the desktop, terminal and CDP as the caller reaches them.
 func (s *Server) decorate(r *http.Request, st desktop.Status) desktop.Status {
 	st.Pids["deskd"] = os.Getpid()
+	if w, h, ok := s.rfb.size(st.Display); ok { // the size now, after any viewer's resize
+		if res, err := x11.ParseResolution(st.Resolution); err == nil {
+			res.Width, res.Height = w, h
+			st.Resolution = res.String()
+		}
+	}
 	st.Ports["http"] = s.cfg.HTTPPort
 	base := publicBase(r, s.cfg.BaseURL)
 	st.URLs = map[string]string{

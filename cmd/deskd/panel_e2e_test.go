@@ -235,7 +235,10 @@ func TestPanelInBrowser(t *testing.T) {
 		page := desktopPage(t, strings.Replace(sr.CDPURL, "/vnc.html?autoconnect=true&resize=scale", "", 1))
 		// (a window manager may keep a border of its own)
 		waitDesktop(t, page, fmt.Sprintf(`Math.abs(outerWidth - %d) <= 8 && Math.abs(outerHeight - %d) <= 8`, sz[0], sz[1]))
-		t.Logf("resize=remote: display and canvas %s, the desktop's Chromium follows", want)
+		if _, b := fetch(t, gw+"/sandboxes/sb1/desktop/status"); !strings.Contains(b, `"resolution":"`+want+`x24"`) {
+			t.Fatalf("status after resizing to %s: %s", want, b)
+		}
+		t.Logf("resize=remote: display and canvas %s, the desktop's Chromium follows, status says so", want)
 	}
 	b.check(t)
 	if err := chromedp.Do(b.ctx, chromedp.EmulateViewport(1024, 768)); err != nil {
