@@ -51,7 +51,7 @@ func BenchmarkEncodeFrame(b *testing.B) {
 			e.quality = bc.quality
 			var out []byte
 			for b.Loop() {
-				out = e.appendRects(out[:0], f, rects, bc.enc)
+				out = e.appendRects(out[:0], f, rects, bc.enc, nil)
 			}
 			b.ReportMetric(float64(len(out))/1000, "KB/frame")
 		})

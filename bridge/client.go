@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -98,6 +99,7 @@ type client struct {
 	copyRect                             bool      // it takes CopyRect
 	copy                                 *scroll   // a move it is owed, sent before any pixels
 	flow                                 flow      // continuous updates and fences
+	key                                  encKey    // settings of its last update (for sharing)
 	extSizeSent                          bool      // it has had its first ExtendedDesktopSize
 
 	// Used by the writer only.
@@ -279,7 +281,16 @@ func (c *client) writeLoop(ctx context.Context) error {
 		}
 		c.enc2.pw, c.enc2.quality, c.enc2.level = c.enc.pw, c.quality, c.level
 		encoding := c.choose()
+		c.key = encKey{enc: encoding, pf: c.enc.pw.pf, quality: c.quality, level: c.level}
+		key := c.key
 		c.mu.Unlock()
+		// Viewers with equal Tight settings share independently encoded tiles.
+		var sh *sharing
+		if encoding == EncTight && c.s.peers(key) >= 2 {
+			sh = &sharing{cache: &c.s.cache, key: key, idx: make([]int, len(rects)), versions: make([]uint64, len(rects))}
+		}
+		c.enc.setIndependent(sh != nil)
+		c.enc2.setIndependent(sh != nil)
 
 		c.s.mu.RLock() // a private copy: encoding never holds up capture
 		if c.s.fb.W != c.fbW || c.s.fb.H != c.fbH {
@@ -292,10 +303,15 @@ func (c *client) writeLoop(ctx context.Context) error {
 			c.poke()
 			continue
 		}
-		for _, r := range rects {
+		for n, r := range rects {
 			for y := r.Y; y < r.Y+r.H; y++ {
 				i := y*c.snap.Stride + 4*r.X
 				copy(c.snap.Pix[i:i+4*r.W], c.s.fb.Pix[i:i+4*r.W])
+			}
+			if sh != nil { // the version of exactly these pixels
+				if idx, ok := tileIndex(r, c.s.fb.W, c.s.fb.H); ok {
+					sh.idx[n], sh.versions[n] = idx, c.s.versions[idx]
+				}
 			}
 		}
 		c.s.mu.RUnlock()
@@ -303,7 +319,7 @@ func (c *client) writeLoop(ctx context.Context) error {
 			c.s.log.Debug("viewer encoding", "encoding", encodingName(encoding), "jpeg_quality", c.enc.quality, "bpp", c.enc.pw.pf.BPP)
 			c.sent = encoding
 		}
-		if err := c.sendUpdate(rects, encoding, cursor, cp, trailer); err != nil {
+		if err := c.sendUpdate(rects, encoding, cursor, cp, trailer, sh); err != nil {
 			return err
 		}
 	}
@@ -376,7 +392,7 @@ func (c *client) choose() int32 {
 
 // sendUpdate writes a FramebufferUpdate (§7.6.1): u8 0, pad, u16 n, then
 // per rectangle u16 x, y, w, h, s32 encoding and its body.
-func (c *client) sendUpdate(rects []Rect, encoding int32, cursor *cursorShape, cp *scroll, trailer []byte) error {
+func (c *client) sendUpdate(rects []Rect, encoding int32, cursor *cursorShape, cp *scroll, trailer []byte, sh *sharing) error {
 	be := binary.BigEndian
 	n := len(rects)
 	if cursor != nil {
@@ -400,14 +416,14 @@ func (c *client) sendUpdate(rects []Rect, encoding int32, cursor *cursorShape, c
 		half := len(rects) / 2
 		done := make(chan struct{})
 		go func() { // ends before sendUpdate goes on
-			c.out2 = c.enc2.appendRects(c.out2[:0], c.snap, rects[half:], encoding)
+			c.out2 = c.enc2.appendRects(c.out2[:0], c.snap, rects[half:], encoding, sh.part(half, len(rects)))
 			close(done)
 		}()
-		c.out = c.enc.appendRects(c.out, c.snap, rects[:half], encoding)
+		c.out = c.enc.appendRects(c.out, c.snap, rects[:half], encoding, sh.part(0, half))
 		<-done
 		c.out = append(c.out, c.out2...)
 	} else {
-		c.out = c.enc.appendRects(c.out, c.snap, rects, encoding)
+		c.out = c.enc.appendRects(c.out, c.snap, rects, encoding, sh)
 	}
 	c.out = append(c.out, trailer...)
 	if _, err := c.bw.Write(c.out); err != nil {
@@ -428,15 +444,26 @@ func area(rs []Rect) int {
 	return n
 }
 
-// appendRects appends each rectangle's header and body in encoding.
-func (e *encoder) appendRects(dst []byte, f *Frame, rects []Rect, encoding int32) []byte {
+// appendRects appends each rectangle's header and body in encoding;
+// with sh, whole tiles come from (or go to) the shared cache.
+func (e *encoder) appendRects(dst []byte, f *Frame, rects []Rect, encoding int32, sh *sharing) []byte {
 	be := binary.BigEndian
-	for _, r := range rects {
+	for n, r := range rects {
 		dst = be.AppendUint16(dst, uint16(r.X))
 		dst = be.AppendUint16(dst, uint16(r.Y))
 		dst = be.AppendUint16(dst, uint16(r.W))
 		dst = be.AppendUint16(dst, uint16(r.H))
 		dst = be.AppendUint32(dst, uint32(encoding))
+		if sh != nil && sh.versions[n] != 0 {
+			if body, ok := sh.cache.get(sh.idx[n], sh.versions[n], sh.key); ok {
+				dst = append(dst, body...)
+				continue
+			}
+			start := len(dst)
+			dst = e.encodeTight(dst, f, r)
+			sh.cache.put(sh.idx[n], sh.versions[n], sh.key, bytes.Clone(dst[start:]))
+			continue
+		}
 		switch encoding {
 		case EncTight:
 			dst = e.encodeTight(dst, f, r)

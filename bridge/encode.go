@@ -128,8 +128,14 @@ type encoder struct {
 	// tightBase is the first of the two Tight streams this encoder uses
 	// (copy, palette): 0, or 2 for a second encoder working in parallel.
 	tightBase int
-	scratch   []byte
-	colours   colourSet
+	// independent: every Tight rectangle resets the stream it uses, so
+	// its bytes depend on nothing before it and can be shared between
+	// viewers (see share.go). resetNext: streams to reset at next use,
+	// after independent encoding ends.
+	independent bool
+	resetNext   [4]bool
+	scratch     []byte
+	colours     colourSet
 }
 
 func newEncoder(pf PixelFormat) *encoder {
@@ -291,7 +297,7 @@ func (e *encoder) encodeTight(dst []byte, f *Frame, r Rect) []byte {
 	case few && n == 1:
 		return e.pw.putCompact(append(dst, tightFill), cs.colours[0])
 	case few && n <= tightMaxPalette:
-		dst = append(dst, tightExplicit|byte(e.tightBase+1)<<4, tightPalette, byte(n-1))
+		dst = append(dst, e.tightControl(tightExplicit|byte(e.tightBase+1)<<4, e.tightBase+1), tightPalette, byte(n-1))
 		for _, c := range cs.colours {
 			dst = e.pw.putCompact(dst, c)
 		}
@@ -313,7 +319,7 @@ func (e *encoder) encodeTight(dst []byte, f *Frame, r Rect) []byte {
 			e.scratch = e.pw.putCompact(e.scratch, f.bgr(x, y))
 		}
 	}
-	return e.tightData(append(dst, byte(e.tightBase)<<4), e.tightBase, e.scratch)
+	return e.tightData(append(dst, e.tightControl(byte(e.tightBase)<<4, e.tightBase)), e.tightBase, e.scratch)
 }
 
 // packIndices writes palette indices: 1 bit a pixel (rows padded to a
@@ -339,6 +345,29 @@ func packIndices(dst []byte, f *Frame, r Rect, cs *colourSet, n int) []byte {
 		}
 	}
 	return dst
+}
+
+// tightControl adds to a basic rectangle's control byte the reset of
+// stream when this rectangle must start it afresh, and resets ours.
+func (e *encoder) tightControl(ctl byte, stream int) byte {
+	if !e.independent && !e.resetNext[stream] {
+		return ctl
+	}
+	e.resetNext[stream] = false
+	if z := e.tightStream[stream]; z != nil {
+		z.w.Reset(&z.buf)
+	}
+	return ctl | 1<<stream
+}
+
+// setIndependent switches independent encoding on or off; off, every
+// stream starts afresh at its next use (the viewer's inflaters were
+// reset by the shared rectangles).
+func (e *encoder) setIndependent(on bool) {
+	if e.independent && !on {
+		e.resetNext = [4]bool{true, true, true, true}
+	}
+	e.independent = on
 }
 
 func (e *encoder) tightData(dst []byte, stream int, data []byte) []byte {

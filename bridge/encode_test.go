@@ -251,6 +251,11 @@ func (d *tightDecoder) decodeFrom(t *testing.T, next func(int) []byte, r Rect) (
 	case ctl&0x80 != 0:
 		t.Fatalf("bad control byte %#x", ctl)
 	}
+	for k := range 4 { // low bits: reset these streams first
+		if ctl&(1<<k) != 0 {
+			d.z[k] = inflater{}
+		}
+	}
 	stream := int(ctl >> 4 & 3)
 	if ctl&tightExplicit != 0 {
 		if f := next(1)[0]; f != tightPalette {

@@ -103,6 +103,7 @@ func (s *Server) applySize(w, h int, from *client, scratch **Frame) bool {
 		s.log.Warn("capture after resize failed", "err", err)
 	}
 	s.fb = fb
+	s.bumpVersions()
 	*scratch = NewFrame(w, h)
 	for c := range s.clients {
 		reason := reasonServer

@@ -78,6 +78,9 @@ type Server struct {
 	resizeCh chan resizeReq // viewers' SetDesktopSize, for the capture loop
 	refresh  chan struct{}  // the first viewer after none: capture everything
 	scrollSc scrollScratch  // the capture loop's
+	versions []uint64       // per tile: content version (s.mu)
+	gen      uint64         // last version given (s.mu)
+	cache    tileCache      // tiles encoded once for viewers with equal settings
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -102,6 +105,7 @@ func NewServer(screen Screen, cfg Config) (*Server, error) {
 	if err := screen.Capture(image.Rect(0, 0, w, h), s.fb.Pix, s.fb.Stride); err != nil {
 		return nil, fmt.Errorf("rfb: first capture: %w", err)
 	}
+	s.bumpVersions()
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.wg.Add(1)
 	go s.captureLoop()
@@ -284,6 +288,8 @@ func (s *Server) capture(damaged []Rect, scratch *Frame, findScroll bool) ([]Rec
 			explained := sc != nil && sc.explains(s.fb, scratch, t) // before the tile is updated
 			if copyIfChanged(s.fb, scratch, t) {
 				changed = append(changed, t)
+				s.gen++
+				s.versions[t.Y/tile*((full.W+tile-1)/tile)+t.X/tile] = s.gen
 				if sc != nil && !explained {
 					sc.rest = append(sc.rest, t)
 				}

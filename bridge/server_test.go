@@ -25,6 +25,9 @@ type memScreen struct {
 	damage chan image.Rectangle
 	keys   []uint32
 	ptrs   [][3]int
+	// captures counts Capture calls, so tests can wait for the
+	// capture loop to have taken a change in.
+	captures int
 }
 
 func newMemScreen(w, h int) *memScreen {
@@ -34,6 +37,7 @@ func newMemScreen(w, h int) *memScreen {
 func (m *memScreen) Capture(r image.Rectangle, pix []byte, stride int) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.captures++
 	for y := r.Min.Y; y < r.Max.Y; y++ {
 		i := y*m.f.Stride + 4*r.Min.X
 		copy(pix[y*stride+4*r.Min.X:], m.f.Pix[i:i+4*r.Dx()])
