@@ -265,12 +265,7 @@ func (c *client) writeLoop(ctx context.Context) error {
 			c.mu.Unlock()
 			continue
 		}
-		var trailer []byte
-		if c.requested {
-			c.requested = false
-		} else {
-			trailer = c.pushed() // a fence request: its answer frees the slot
-		}
+		c.requested = false
 		if c.pf != nil { // the new format applies from this update on
 			c.enc.pw = newPixelWriter(*c.pf)
 			c.pf = nil
@@ -295,10 +290,11 @@ func (c *client) writeLoop(ctx context.Context) error {
 		c.s.mu.RLock() // a private copy: encoding never holds up capture
 		if c.s.fb.W != c.fbW || c.s.fb.H != c.fbH {
 			// Resized since the rectangles were taken: the size message
-			// and a full update are queued; this request serves them.
+			// and a full update are queued; this request (or, under
+			// continuous updates, the next push) serves them.
 			c.s.mu.RUnlock()
 			c.mu.Lock()
-			c.requested = true
+			c.requested = c.requested || !push
 			c.mu.Unlock()
 			c.poke()
 			continue
@@ -315,6 +311,12 @@ func (c *client) writeLoop(ctx context.Context) error {
 			}
 		}
 		c.s.mu.RUnlock()
+		var trailer []byte
+		if push { // counted in flight only now that it is sent
+			c.mu.Lock()
+			trailer = c.pushed() // a fence request: its answer frees the slot
+			c.mu.Unlock()
+		}
 		if encoding != c.sent {
 			c.s.log.Debug("viewer encoding", "encoding", encodingName(encoding), "jpeg_quality", c.enc.quality, "bpp", c.enc.pw.pf.BPP)
 			c.sent = encoding
