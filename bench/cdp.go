@@ -108,21 +108,7 @@ func cdpRun(ctx context.Context, base string) (p50, p99, mbps float64, err error
 	id := 0
 	call := func(expr string) (int, error) {
 		id++
-		msg, _ := json.Marshal(map[string]any{"id": id, "method": "Runtime.evaluate",
-			"params": map[string]any{"expression": expr, "returnByValue": true}})
-		if err := c.Write(ctx, websocket.MessageText, msg); err != nil {
-			return 0, err
-		}
-		want := `{"id":` + strconv.Itoa(id) + `,`
-		for {
-			_, b, err := c.Read(ctx)
-			if err != nil {
-				return 0, err
-			}
-			if strings.HasPrefix(string(b[:min(len(b), len(want))]), want) {
-				return len(b), nil
-			}
-		}
+		return evaluate(ctx, c, id, expr)
 	}
 	for range 20 { // warm up
 		if _, err := call("1"); err != nil {
@@ -149,4 +135,24 @@ func cdpRun(ctx context.Context, base string) (p50, p99, mbps float64, err error
 		total += n
 	}
 	return ms[len(ms)/2], ms[len(ms)*99/100], float64(total) / time.Since(t0).Seconds() / 1e6, nil
+}
+
+// evaluate sends Runtime.evaluate as command id on c and returns the size
+// of its reply, skipping events and other replies.
+func evaluate(ctx context.Context, c *websocket.Conn, id int, expr string) (int, error) {
+	msg, _ := json.Marshal(map[string]any{"id": id, "method": "Runtime.evaluate",
+		"params": map[string]any{"expression": expr, "returnByValue": true}})
+	if err := c.Write(ctx, websocket.MessageText, msg); err != nil {
+		return 0, err
+	}
+	want := `{"id":` + strconv.Itoa(id) + `,`
+	for {
+		_, b, err := c.Read(ctx)
+		if err != nil {
+			return 0, err
+		}
+		if strings.HasPrefix(string(b[:min(len(b), len(want))]), want) {
+			return len(b), nil
+		}
+	}
 }

@@ -480,19 +480,8 @@ func evalDesktopPage(ctx context.Context, base, expr string) error {
 			return err
 		}
 		defer c.CloseNow()
-		msg, _ := json.Marshal(map[string]any{"id": 1, "method": "Runtime.evaluate", "params": map[string]any{"expression": expr}})
-		if err := c.Write(ctx, websocket.MessageText, msg); err != nil {
-			return err
-		}
-		for {
-			_, b, err := c.Read(ctx)
-			if err != nil {
-				return err
-			}
-			if bytes.HasPrefix(b, []byte(`{"id":1,`)) {
-				return nil
-			}
-		}
+		_, err = evaluate(ctx, c, 1, expr)
+		return err
 	}
 	return errors.New("the desktop's page is not open")
 }

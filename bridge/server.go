@@ -289,7 +289,9 @@ func (s *Server) capture(damaged []Rect, scratch *Frame, findScroll bool) ([]Rec
 			if copyIfChanged(s.fb, scratch, t) {
 				changed = append(changed, t)
 				s.gen++
-				s.versions[t.Y/tile*((full.W+tile-1)/tile)+t.X/tile] = s.gen
+				if idx, ok := tileIndex(t, full.W, full.H); ok {
+					s.versions[idx] = s.gen
+				}
 				if sc != nil && !explained {
 					sc.rest = append(sc.rest, t)
 				}
@@ -313,14 +315,7 @@ func copyIfChanged(dst, src *Frame, t Rect) bool {
 	for y := t.Y; y < t.Y+t.H; y++ {
 		a := dst.Pix[y*dst.Stride+4*t.X : y*dst.Stride+4*(t.X+t.W)]
 		b := src.Pix[y*src.Stride+4*t.X : y*src.Stride+4*(t.X+t.W)]
-		if !changed {
-			for i := 0; i < len(a); i += 4 {
-				if a[i] != b[i] || a[i+1] != b[i+1] || a[i+2] != b[i+2] {
-					changed = true
-					break
-				}
-			}
-		}
+		changed = changed || !rowsEqual(a, b)
 		if changed {
 			copy(a, b)
 		}
