@@ -17,12 +17,18 @@ type tiles struct {
 	cols, rows, w, h int
 	bits             []bool
 	n                int
+	// sent is, for a dirty tile of which a viewer asked only a part, the
+	// part it was sent (until the tile is marked again): asking for that
+	// part again brings nothing new.
+	sent map[int]Rect
 }
 
 func newTiles(w, h int) *tiles {
 	cols, rows := (w+tile-1)/tile, (h+tile-1)/tile
 	return &tiles{cols: cols, rows: rows, w: w, h: h, bits: make([]bool, cols*rows)}
 }
+
+func contains(outer, inner Rect) bool { return inner.Intersect(outer) == inner }
 
 func (t *tiles) mark(r Rect) {
 	r = r.Intersect(Rect{0, 0, t.w, t.h})
@@ -31,10 +37,12 @@ func (t *tiles) mark(r Rect) {
 	}
 	for ty := r.Y / tile; ty <= (r.Y+r.H-1)/tile; ty++ {
 		for tx := r.X / tile; tx <= (r.X+r.W-1)/tile; tx++ {
-			if i := ty*t.cols + tx; !t.bits[i] {
+			i := ty*t.cols + tx
+			if !t.bits[i] {
 				t.bits[i] = true
 				t.n++
 			}
+			delete(t.sent, i)
 		}
 	}
 }
@@ -64,12 +72,23 @@ func (t *tiles) take(r Rect) []Rect {
 				continue
 			}
 			rt := Rect{tx * tile, ty * tile, min(tile, t.w-tx*tile), min(tile, t.h-ty*tile)}
-			if c := rt.Intersect(r); !c.Empty() {
+			c := rt.Intersect(r)
+			switch {
+			case c.Empty():
+			case c == rt:
 				out = append(out, c)
-				if c == rt {
-					t.bits[i] = false
-					t.n--
+				t.bits[i] = false
+				t.n--
+				delete(t.sent, i)
+			default: // part of the tile: the rest stays dirty
+				if prev, ok := t.sent[i]; ok && contains(prev, c) {
+					continue // sent already, unchanged since
 				}
+				out = append(out, c)
+				if t.sent == nil {
+					t.sent = map[int]Rect{}
+				}
+				t.sent[i] = c
 			}
 		}
 	}

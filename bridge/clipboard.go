@@ -167,8 +167,8 @@ func parseProvide(flags uint32, data []byte) (string, bool, error) {
 		if n > MaxCutText {
 			return "", false, fmt.Errorf("%w: extended clipboard item of %d bytes (max %d)", ErrProtocol, n, MaxCutText)
 		}
-		b := make([]byte, n)
-		if _, err := io.ReadFull(r, b); err != nil {
+		b, err := readChunked(r, int(n)) // a size field is no reason to allocate
+		if err != nil {
 			return "", false, fmt.Errorf("%w: extended clipboard item: %v", ErrProtocol, err)
 		}
 		if f == clipFormatText {

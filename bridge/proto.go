@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 )
 
 // Protocol versions (RFC 6143 §7.1.1): 12 bytes "RFB 003.00x\n".
@@ -188,6 +189,27 @@ type ScreenEntry struct {
 	Flags      uint32
 }
 
+// readChunk is the step in which readChunked grows its buffer.
+const readChunk = 64 << 10
+
+// readChunked reads exactly n bytes, allocating as they arrive rather
+// than n up front, so a length field alone cannot claim memory.
+func readChunked(r io.Reader, n int) ([]byte, error) {
+	b := make([]byte, 0, min(n, readChunk))
+	for len(b) < n {
+		k := min(n-len(b), max(readChunk, len(b))) // at most doubles
+		b = slices.Grow(b, k)
+		if _, err := io.ReadFull(r, b[len(b):len(b)+k]); err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+		b = b[:len(b)+k]
+	}
+	return b, nil
+}
+
 // ReadClientMessage reads one client message, refusing anything out of
 // bounds before allocating for it.
 func ReadClientMessage(r io.Reader) (ClientMessage, error) {
@@ -260,7 +282,9 @@ func ReadClientMessage(r io.Reader) (ClientMessage, error) {
 		if n < 0 || int(n) > MaxCutText { // -MinInt32 stays negative
 			return m, fmt.Errorf("%w: cut text of %d bytes (max %d)", ErrProtocol, n, MaxCutText)
 		}
-		if m.Text, err = read(int(n)); err != nil {
+		// The length is the viewer's word only: the buffer grows with
+		// the bytes that actually arrive.
+		if m.Text, err = readChunked(r, int(n)); err != nil {
 			return m, err
 		}
 	case msgFence:

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -61,13 +62,24 @@ type Config struct {
 	// OnResize, when set, is called (from the capture loop, so briefly)
 	// after the screen changed size.
 	OnResize func(w, h int)
+	// MaxViewers caps concurrent connections (default 32); one past it
+	// is refused in the handshake with a reason it can show.
+	MaxViewers int
+	// WriteTimeout bounds each write to a viewer (default 30 s): a
+	// viewer that stops reading is dropped and its memory freed.
+	WriteTimeout time.Duration
 }
+
+// DefaultMaxViewers is Config.MaxViewers' default.
+const DefaultMaxViewers = 32
 
 // Server serves one Screen to any number of viewers.
 type Server struct {
 	cfg    Config
 	log    *slog.Logger
 	screen Screen
+
+	conns atomic.Int32 // connections being served, in the handshake or after
 
 	mu      sync.RWMutex // guards fb, cursor, clip and clients
 	fb      *Frame
@@ -98,6 +110,12 @@ func NewServer(screen Screen, cfg Config) (*Server, error) {
 	}
 	if cfg.Name == "" {
 		cfg.Name = "deskd"
+	}
+	if cfg.MaxViewers <= 0 {
+		cfg.MaxViewers = DefaultMaxViewers
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 30 * time.Second
 	}
 	w, h := screen.Size()
 	s := &Server{cfg: cfg, log: cfg.Logger, screen: screen, fb: NewFrame(w, h), clients: map[*client]struct{}{},
@@ -341,13 +359,15 @@ func (s *Server) Serve(ctx context.Context, conn net.Conn, o ConnOptions) error 
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
 
+	full := s.conns.Add(1) > int32(s.cfg.MaxViewers)
+	defer s.conns.Add(-1)
 	br := bufio.NewReaderSize(conn, 64<<10)
-	bw := bufio.NewWriterSize(conn, 256<<10)
+	bw := bufio.NewWriterSize(deadlineWriter{conn, s.cfg.WriteTimeout}, 256<<10)
 	conn.SetDeadline(time.Now().Add(HandshakeTimeout))
-	if err := s.handshake(br, bw); err != nil {
+	if err := s.handshake(br, bw, full); err != nil {
 		return err
 	}
-	conn.SetDeadline(time.Time{})
+	conn.SetDeadline(time.Time{}) // writes get theirs from deadlineWriter
 
 	s.mu.Lock()
 	w, h := s.fb.W, s.fb.H
@@ -380,8 +400,25 @@ func (s *Server) Serve(ctx context.Context, conn net.Conn, o ConnOptions) error 
 	return err
 }
 
+// deadlineWriter gives every write to the viewer its own deadline, so a
+// viewer that stops reading fails the write instead of holding it.
+type deadlineWriter struct {
+	conn    net.Conn
+	timeout time.Duration
+}
+
+func (d deadlineWriter) Write(p []byte) (int, error) {
+	d.conn.SetWriteDeadline(time.Now().Add(d.timeout))
+	return d.conn.Write(p)
+}
+
+// ErrTooManyViewers is why a viewer past Config.MaxViewers is refused.
+var ErrTooManyViewers = errors.New("rfb: too many viewers")
+
 // handshake runs §7.1-7.3: version, security, ClientInit, ServerInit.
-func (s *Server) handshake(br *bufio.Reader, bw *bufio.Writer) error {
+// When full, the viewer is refused where §7.1.2 lets a server say why:
+// no security types (3.7+) or security type 0 (3.3), then a reason.
+func (s *Server) handshake(br *bufio.Reader, bw *bufio.Writer, full bool) error {
 	bw.WriteString(version38)
 	if err := bw.Flush(); err != nil {
 		return err
@@ -405,11 +442,23 @@ func (s *Server) handshake(br *bufio.Reader, bw *bufio.Writer) error {
 			return fmt.Errorf("%w: not an RFB client (%q)", ErrProtocol, v[:])
 		}
 	}
+	be := binary.BigEndian
+	if full {
+		reason := fmt.Sprintf("too many viewers: this desktop serves %d at most", s.cfg.MaxViewers)
+		if minor == 3 {
+			bw.Write(be.AppendUint32(nil, 0))
+		} else {
+			bw.WriteByte(0)
+		}
+		bw.Write(be.AppendUint32(nil, uint32(len(reason))))
+		bw.WriteString(reason)
+		bw.Flush()
+		return fmt.Errorf("%w (%d)", ErrTooManyViewers, s.cfg.MaxViewers)
+	}
 	sec := byte(SecNone)
 	if s.cfg.Password != "" {
 		sec = SecVNCAuth
 	}
-	be := binary.BigEndian
 	if minor == 3 {
 		bw.Write(be.AppendUint32(nil, uint32(sec)))
 	} else {

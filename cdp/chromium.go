@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -88,7 +89,38 @@ func Flags(cfg ChromiumConfig) []string {
 	if url == "" {
 		url = "about:blank"
 	}
-	return append(f, url)
+	// After "--" nothing is taken for a switch, whatever it looks like.
+	return append(f, "--", url)
+}
+
+// MaxStartURL bounds a start URL (data: URLs can be long, argv is not).
+const MaxStartURL = 64 << 10
+
+// CheckStartURL accepts the pages Chromium may be started on: http(s),
+// file, data and about URLs. "" means about:blank.
+func CheckStartURL(s string) error {
+	if s == "" {
+		return nil
+	}
+	if len(s) > MaxStartURL {
+		return fmt.Errorf("start URL of %d bytes (max %d)", len(s), MaxStartURL)
+	}
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f {
+			return fmt.Errorf("start URL %.80q holds a control character", s)
+		}
+	}
+	u, err := neturl.Parse(s)
+	if err != nil {
+		return fmt.Errorf("start URL %.80q: %w", s, err)
+	}
+	switch strings.ToLower(u.Scheme) {
+	case "http", "https", "file", "data", "about":
+		return nil
+	case "":
+		return fmt.Errorf("start URL %.80q has no scheme: want http(s), file, data or about", s)
+	}
+	return fmt.Errorf("start URL scheme %q is not allowed: want http(s), file, data or about", u.Scheme)
 }
 
 // StartChromium prepares the profile, starts Chromium on cfg.Display and
@@ -108,6 +140,9 @@ func StartChromium(ctx context.Context, sp *proc.Spawner, cfg ChromiumConfig) (*
 	}
 	if cfg.Home == "" {
 		cfg.Home = cfg.ProfileDir
+	}
+	if err := CheckStartURL(cfg.URL); err != nil {
+		return nil, fmt.Errorf("chromium: %w", err)
 	}
 	if err := prepareProfile(cfg.ProfileDir, cfg.Credential); err != nil {
 		return nil, err

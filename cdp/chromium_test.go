@@ -30,8 +30,8 @@ func TestFlags(t *testing.T) {
 			t.Errorf("flags lack %s: %q", want, f)
 		}
 	}
-	if f[len(f)-1] != "http://x/" {
-		t.Errorf("URL must come last: %q", f)
+	if f[len(f)-1] != "http://x/" || f[len(f)-2] != "--" {
+		t.Errorf("URL must come last, after --: %q", f)
 	}
 	if slices.Contains(Flags(ChromiumConfig{ProfileDir: "/p"}), "--no-sandbox") {
 		t.Error("--no-sandbox without being asked")
@@ -39,6 +39,45 @@ func TestFlags(t *testing.T) {
 	if got := Flags(ChromiumConfig{ProfileDir: "/p"}); got[len(got)-1] != "about:blank" {
 		t.Errorf("default URL %q", got[len(got)-1])
 	}
+}
+
+func TestCheckStartURL(t *testing.T) {
+	tests := []struct {
+		url     string
+		wantErr string
+	}{
+		{"", ""},
+		{"about:blank", ""},
+		{"https://example.com/a?b=c", ""},
+		{"HTTP://example.com/", ""},
+		{"file:///tmp/x.html", ""},
+		{"data:text/html,<b>hi</b>", ""},
+		{"--renderer-cmd-prefix=/bin/sh -c id", "no scheme"},
+		{"-x", "no scheme"},
+		{"javascript:alert(1)", "not allowed"},
+		{"chrome://settings", "not allowed"},
+		{"ftp://x/", "not allowed"},
+		{"http://x/\n--flag", "control character"},
+		{"http://x/\x00", "control character"},
+		{"https://x/" + strings.Repeat("a", MaxStartURL), "max"},
+	}
+	for _, tt := range tests {
+		err := CheckStartURL(tt.url)
+		if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+			t.Errorf("CheckStartURL(%.40q) = %v; want %q", tt.url, err, tt.wantErr)
+		}
+	}
+}
+
+func FuzzCheckStartURL(f *testing.F) {
+	for _, s := range []string{"about:blank", "https://x/", "--flag", "data:,x", "javascript:1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if CheckStartURL(s) == nil && strings.HasPrefix(s, "-") {
+			t.Fatalf("%q accepted: it would read as a switch", s)
+		}
+	})
 }
 
 // TestStaleSingletonFromOtherHost: a profile copied from another machine

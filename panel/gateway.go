@@ -20,6 +20,8 @@ import (
 
 // GatewayConfig configures the reference gateway.
 type GatewayConfig struct {
+	// Secret is the master secret; each sandbox's tokens are signed with
+	// SandboxKey(Secret, id), the key that sandbox's deskd holds.
 	Secret []byte
 	// Sandboxes maps a sandbox id to its deskd base URL (http://host:port).
 	Sandboxes map[string]*url.URL
@@ -153,7 +155,7 @@ func (g *Gateway) start(w http.ResponseWriter, r *http.Request, id string, up *u
 		return
 	}
 	exp := g.cfg.Now().Add(ttl).Truncate(time.Second)
-	tok, err := Mint(g.cfg.Secret, Claims{SID: id, Port: portOf(up), Exp: exp.Unix(), Scope: scope})
+	tok, err := Mint(g.key(id), Claims{SID: id, Port: portOf(up), Exp: exp.Unix(), Scope: scope})
 	if err != nil {
 		writeJSON(w, http.StatusInternalServerError, apiError{Error: "mint_failed", Message: err.Error()})
 		return
@@ -198,7 +200,7 @@ func (g *Gateway) upstreamError(w http.ResponseWriter, id string, err error) {
 
 // callDeskd calls deskd's API under a short-lived control token.
 func (g *Gateway) callDeskd(ctx context.Context, id string, up *url.URL, method, path string, body any) (json.RawMessage, int, error) {
-	tok, err := Mint(g.cfg.Secret, Claims{SID: id, Port: portOf(up), Exp: g.cfg.Now().Add(controlTTL).Unix(), Scope: ScopeFull})
+	tok, err := Mint(g.key(id), Claims{SID: id, Port: portOf(up), Exp: g.cfg.Now().Add(controlTTL).Unix(), Scope: ScopeFull})
 	if err != nil {
 		return nil, 0, err
 	}
@@ -238,8 +240,13 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request) {
 		forbidden(w)
 		return
 	}
-	c, err := Verify(g.cfg.Secret, tok, g.cfg.Now())
+	sid, err := PeekSID(tok)
 	if err != nil {
+		forbidden(w)
+		return
+	}
+	c, err := Verify(g.key(sid), tok, g.cfg.Now())
+	if err != nil || c.SID != sid {
 		forbidden(w)
 		return
 	}
@@ -264,6 +271,9 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request) {
 	}
 	rp.ServeHTTP(w, r)
 }
+
+// key is sandbox id's panel key.
+func (g *Gateway) key(id string) []byte { return []byte(SandboxKey(g.cfg.Secret, id)) }
 
 func forbidden(w http.ResponseWriter) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")

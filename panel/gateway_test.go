@@ -24,7 +24,7 @@ func deskd(t *testing.T) *url.URL {
 	t.Helper()
 	sp := proc.NewSpawner()
 	st := desktop.New(desktop.Config{RunDir: t.TempDir()}, sp)
-	srv := httptest.NewServer(web.New(web.Config{Stack: st, PanelSecret: gwSecret, SandboxID: "sb"}).Handler())
+	srv := httptest.NewServer(web.New(web.Config{Stack: st, PanelSecret: []byte(panel.SandboxKey(gwSecret, "sb")), SandboxID: "sb"}).Handler())
 	t.Cleanup(func() { srv.Close(); st.Close(t.Context()); sp.Close() })
 	u, _ := url.Parse(srv.URL)
 	return u
@@ -107,17 +107,20 @@ func TestGatewayNotInstalled(t *testing.T) {
 
 func TestGatewayProxy(t *testing.T) {
 	up := deskd(t)
-	gw := newGateway(t, panel.GatewayConfig{Sandboxes: map[string]*url.URL{"sb": up}})
-	mint := func(c panel.Claims) string {
+	other := deskd(t)
+	gw := newGateway(t, panel.GatewayConfig{Sandboxes: map[string]*url.URL{"sb": up, "zz": other}})
+	mintWith := func(key string, c panel.Claims) string {
 		if c.Exp == 0 {
 			c.Exp = time.Now().Add(time.Hour).Unix()
 		}
-		tok, err := panel.Mint(gwSecret, c)
+		tok, err := panel.Mint([]byte(key), c)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return tok
 	}
+	sbKey := panel.SandboxKey(gwSecret, "sb")
+	mint := func(c panel.Claims) string { return mintWith(sbKey, c) }
 	port := 0
 	if p := up.Port(); p != "" {
 		port, _ = strconv.Atoi(p)
@@ -139,9 +142,16 @@ func TestGatewayProxy(t *testing.T) {
 	}
 	for name, tok := range map[string]string{
 		"other sandbox": mint(panel.Claims{SID: "zz", Port: port}),
-		"other port":    mint(panel.Claims{SID: "sb", Port: 9222}),
-		"expired":       mint(panel.Claims{SID: "sb", Port: port, Exp: time.Now().Add(-time.Second).Unix()}),
-		"tampered":      full[:len(full)-4] + "AAAA",
+		// A sandbox knows its own key only: what it signs for another
+		// sandbox, or with the master secret's place taken, is refused.
+		"sb's key, zz's sid": mintWith(sbKey, panel.Claims{SID: "zz", Port: portOf(other)}),
+		"zz's key, sb's sid": mintWith(panel.SandboxKey(gwSecret, "zz"), panel.Claims{SID: "sb", Port: port}),
+		"master secret":      mintWith(string(gwSecret), panel.Claims{SID: "sb", Port: port}),
+		"unknown sandbox":    mintWith(panel.SandboxKey(gwSecret, "nn"), panel.Claims{SID: "nn", Port: port}),
+		"unsigned sid":       "eyJzaWQiOiJzYiJ9.AAAA",
+		"other port":         mint(panel.Claims{SID: "sb", Port: 9222}),
+		"expired":            mint(panel.Claims{SID: "sb", Port: port, Exp: time.Now().Add(-time.Second).Unix()}),
+		"tampered":           full[:len(full)-4] + "AAAA",
 	} {
 		if code, body := do(t, "GET", gw.URL+"/panel/"+tok+"/vnc.html", ""); code != 403 || body != "forbidden\n" {
 			t.Errorf("%s: %d %q", name, code, body)
@@ -150,6 +160,46 @@ func TestGatewayProxy(t *testing.T) {
 	if code, _ := do(t, "GET", gw.URL+"/vnc.html", ""); code != 404 {
 		t.Errorf("outside /panel/: %d", code)
 	}
+}
+
+func portOf(u *url.URL) int {
+	p, _ := strconv.Atoi(u.Port())
+	return p
+}
+
+func TestSandboxKeys(t *testing.T) {
+	a, b := panel.SandboxKey(gwSecret, "sb"), panel.SandboxKey(gwSecret, "zz")
+	if a == b || a == panel.SandboxKey([]byte("other master"), "sb") || len(a) != 64 {
+		t.Fatalf("keys not distinct per sandbox and master: %s %s", a, b)
+	}
+	tests := []struct {
+		tok, want string
+		wantErr   bool
+	}{
+		{"eyJzaWQiOiJzYiJ9.x", "sb", false},
+		{"eyJzaWQiOiIifQ.x", "", true}, // empty sid
+		{"!!!.x", "", true},
+		{"nodot", "", true},
+		{"e30.x", "", true}, // {}
+		{strings.Repeat("a", panel.MaxTokenLen+1), "", true},
+	}
+	for _, tt := range tests {
+		got, err := panel.PeekSID(tt.tok)
+		if got != tt.want || (err != nil) != tt.wantErr {
+			t.Errorf("PeekSID(%.30q) = %q, %v", tt.tok, got, err)
+		}
+	}
+}
+
+func FuzzPeekSID(f *testing.F) {
+	f.Add("eyJzaWQiOiJzYiJ9.x")
+	f.Add("e30.")
+	f.Fuzz(func(t *testing.T, tok string) {
+		sid, err := panel.PeekSID(tok)
+		if err == nil && (sid == "" || len(sid) > panel.MaxSIDLen) {
+			t.Fatalf("PeekSID(%q) = %q", tok, sid)
+		}
+	})
 }
 
 func TestParseSandbox(t *testing.T) {

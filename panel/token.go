@@ -14,6 +14,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -144,6 +145,44 @@ func Verify(secret []byte, tok string, now time.Time) (Claims, error) {
 		return Claims{}, ErrExpired
 	}
 	return c, nil
+}
+
+// SandboxKey derives a sandbox's own panel key from the gateway's master
+// secret: hex(HMAC-SHA256(master, "deskd panel key v1\x00" + sid)). The
+// gateway signs a sandbox's tokens with it and the sandbox's deskd holds
+// only it, so a sandbox that leaks its key cannot mint tokens for another.
+func SandboxKey(master []byte, sid string) string {
+	m := hmac.New(sha256.New, master)
+	m.Write([]byte("deskd panel key v1\x00"))
+	m.Write([]byte(sid))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// PeekSID returns the sid a token claims, without checking its signature:
+// a gateway needs it to pick the key it verifies the token with. Nothing
+// else of an unverified token may be trusted.
+func PeekSID(tok string) (string, error) {
+	if len(tok) > MaxTokenLen {
+		return "", fmt.Errorf("%w: longer than %d bytes", ErrMalformed, MaxTokenLen)
+	}
+	payload, _, ok := strings.Cut(tok, ".")
+	if !ok || payload == "" {
+		return "", fmt.Errorf("%w: want payload.signature", ErrMalformed)
+	}
+	js, err := b64.DecodeString(payload)
+	if err != nil {
+		return "", fmt.Errorf("%w: payload: %v", ErrMalformed, err)
+	}
+	var c struct {
+		SID string `json:"sid"`
+	}
+	if err := json.Unmarshal(js, &c); err != nil {
+		return "", fmt.Errorf("%w: claims: %v", ErrMalformed, err)
+	}
+	if c.SID == "" || len(c.SID) > MaxSIDLen {
+		return "", fmt.Errorf("%w: sid missing or too long", ErrMalformed)
+	}
+	return c.SID, nil
 }
 
 func sign(secret []byte, payload string) []byte {

@@ -29,8 +29,10 @@ type Spec struct {
 	Name string   // component name, for errors and logs
 	Path string   // executable
 	Args []string // arguments after the program name
-	Env  []string // full environment (nil: inherit)
-	Dir  string
+	// Env is the child's whole environment. A child never inherits
+	// deskd's own (which may hold secrets): nil means MinimalEnv().
+	Env []string
+	Dir string
 	// LogPath receives the child's stdout and stderr (appended). Empty:
 	// output is kept only in the in-memory tail.
 	LogPath string
@@ -40,6 +42,11 @@ type Spec struct {
 	ExtraFiles []*os.File
 	// StopSignal is sent first by Stop (default SIGTERM).
 	StopSignal syscall.Signal
+}
+
+// MinimalEnv is the environment of a child whose Spec names none.
+func MinimalEnv() []string {
+	return []string{"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"}
 }
 
 // TailSize is how much of a child's latest output is kept for errors.
@@ -131,6 +138,9 @@ func (s *Spawner) Start(spec Spec) (*Process, error) {
 	}
 	cmd := exec.Command(spec.Path, spec.Args...)
 	cmd.Env = spec.Env
+	if cmd.Env == nil {
+		cmd.Env = MinimalEnv()
+	}
 	cmd.Dir = spec.Dir
 	cmd.ExtraFiles = spec.ExtraFiles
 	cmd.SysProcAttr = &syscall.SysProcAttr{

@@ -145,3 +145,21 @@ func waitOutput(t *testing.T, p *Process, want string) {
 		}
 	}
 }
+
+// A child never sees deskd's environment, which may hold secrets.
+func TestChildDoesNotInheritEnvironment(t *testing.T) {
+	t.Setenv("DESKD_PANEL_SECRET", "parent-secret")
+	sp := spawner(t)
+	p, err := sp.Start(Spec{Name: "env", Path: "/usr/bin/env"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-p.Done()
+	out := p.Tail()
+	if strings.Contains(out, "parent-secret") {
+		t.Fatalf("child environment holds the parent's secret:\n%s", out)
+	}
+	if !strings.Contains(out, "PATH=") {
+		t.Fatalf("child environment %q: want the minimal PATH", out)
+	}
+}

@@ -188,8 +188,19 @@ func (m *Manager) reap() {
 	}
 }
 
-// session returns the live session id, or starts one.
-func (m *Manager) session(id string, size Size) (s *Session, created bool, err error) {
+// ErrNoSession is what a viewer that may not start a session gets when
+// the session it names does not exist.
+var ErrNoSession = &ErrProtocol{Code: ClosePolicy, Reason: "no such terminal session (a view-only viewer may not start one)"}
+
+// Has reports whether session id is live.
+func (m *Manager) Has(id string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return id != "" && m.sessions[id] != nil
+}
+
+// session returns the live session id, or starts one unless noCreate.
+func (m *Manager) session(id string, size Size, noCreate bool) (s *Session, created bool, err error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
@@ -197,6 +208,9 @@ func (m *Manager) session(id string, size Size) (s *Session, created bool, err e
 	}
 	if s := m.sessions[id]; s != nil {
 		return s, false, nil
+	}
+	if noCreate {
+		return nil, false, ErrNoSession
 	}
 	if len(m.sessions) >= m.cfg.MaxSessions {
 		return nil, false, &ErrProtocol{Code: CloseTryLater, Reason: fmt.Sprintf("%d sessions already", len(m.sessions))}
@@ -219,6 +233,8 @@ type ServeOptions struct {
 	// treat the key as a terminal option, so it is sent only on request).
 	Announce bool
 	ReadOnly bool
+	// NoCreate attaches to an existing session only (view-only tokens).
+	NoCreate bool
 }
 
 // HelloTimeout bounds the wait for the client's first message.
@@ -238,7 +254,7 @@ func (m *Manager) Serve(ctx context.Context, c Conn, o ServeOptions) error {
 	if err != nil {
 		return closeFor(c, err)
 	}
-	s, created, err := m.session(o.Session, h.Size)
+	s, created, err := m.session(o.Session, h.Size, o.NoCreate)
 	if err != nil {
 		return closeFor(c, err)
 	}

@@ -12,6 +12,19 @@ const (
 	keysymShiftR = 0xffe2
 )
 
+// spareKeys lends the keycodes that have no keysym on the server's own
+// layout to keysyms no key produces (€, non-Latin letters), and takes
+// back the least recently used one when all are lent, so any number of
+// distinct characters can be typed. A key held down is never taken.
+type spareKeys struct {
+	free  []xproto.Keycode // not lent yet
+	bound map[xproto.Keysym]xproto.Keycode
+	sym   map[xproto.Keycode]xproto.Keysym
+	used  map[xproto.Keycode]uint64 // clock of the last use
+	down  map[xproto.Keycode]bool
+	clock uint64
+}
+
 func (s *Screen) loadKeymap(setup *xproto.SetupInfo) error {
 	n := byte(setup.MaxKeycode - setup.MinKeycode + 1)
 	m, err := xproto.GetKeyboardMapping(s.c, setup.MinKeycode, n).Reply()
@@ -20,12 +33,26 @@ func (s *Screen) loadKeymap(setup *xproto.SetupInfo) error {
 	}
 	s.perKey, s.keymap = int(m.KeysymsPerKeycode), m.Keysyms
 	s.shiftKey, _, _ = s.lookup(keysymShiftL)
+	s.spares = spareKeys{bound: map[xproto.Keysym]xproto.Keycode{}, sym: map[xproto.Keycode]xproto.Keysym{},
+		used: map[xproto.Keycode]uint64{}, down: map[xproto.Keycode]bool{}}
+	for i := len(s.keymap)/s.perKey - 1; i >= 0; i-- { // from the top, as xdotool does
+		empty := true
+		for l := 0; l < s.perKey; l++ {
+			if s.keymap[i*s.perKey+l] != 0 {
+				empty = false
+				break
+			}
+		}
+		if empty {
+			s.spares.free = append(s.spares.free, s.minKey+xproto.Keycode(i))
+		}
+	}
 	return nil
 }
 
 // lookup finds a keycode producing keysym, and whether it needs Shift.
 func (s *Screen) lookup(ks xproto.Keysym) (xproto.Keycode, bool, bool) {
-	if kc, ok := s.bound[ks]; ok {
+	if kc, ok := s.spares.bound[ks]; ok {
 		return kc, false, true
 	}
 	for level := 0; level < min(2, s.perKey); level++ {
@@ -38,33 +65,54 @@ func (s *Screen) lookup(ks xproto.Keysym) (xproto.Keycode, bool, bool) {
 	return 0, false, false
 }
 
-// bind maps keysym onto a keycode with no keysyms (unmapped keysyms such
-// as € or non-Latin letters have no key on the default layout).
+// bind maps keysym onto a spare keycode: a free one, else the least
+// recently used one that is not held down.
 func (s *Screen) bind(ks xproto.Keysym) (xproto.Keycode, error) {
-	for i := len(s.keymap)/s.perKey - 1; i >= 0; i-- {
-		empty := true
-		for l := 0; l < s.perKey; l++ {
-			if s.keymap[i*s.perKey+l] != 0 {
-				empty = false
-				break
+	sp := &s.spares
+	var kc xproto.Keycode
+	if n := len(sp.free); n > 0 {
+		kc = sp.free[n-1]
+	} else {
+		oldest := uint64(0)
+		for c, t := range sp.used {
+			if !sp.down[c] && (kc == 0 || t < oldest) {
+				kc, oldest = c, t
 			}
 		}
-		if !empty {
-			continue
+		if kc == 0 {
+			return 0, fmt.Errorf("x11: no spare keycode for keysym %#x (all %d are held down)", ks, len(sp.used))
 		}
-		kc := s.minKey + xproto.Keycode(i)
-		syms := make([]xproto.Keysym, s.perKey)
-		for l := range syms {
-			syms[l] = ks
-		}
-		if err := xproto.ChangeKeyboardMappingChecked(s.c, 1, kc, byte(s.perKey), syms).Check(); err != nil {
-			return 0, fmt.Errorf("x11: bind keysym %#x: %w", ks, err)
-		}
-		copy(s.keymap[i*s.perKey:], syms)
-		s.bound[ks] = kc
-		return kc, nil
 	}
-	return 0, fmt.Errorf("x11: no spare keycode for keysym %#x", ks)
+	syms := make([]xproto.Keysym, s.perKey)
+	for l := range syms {
+		syms[l] = ks
+	}
+	if err := xproto.ChangeKeyboardMappingChecked(s.c, 1, kc, byte(s.perKey), syms).Check(); err != nil {
+		return 0, fmt.Errorf("x11: bind keysym %#x: %w", ks, err)
+	}
+	if n := len(sp.free); n > 0 && sp.free[n-1] == kc {
+		sp.free = sp.free[:n-1]
+	}
+	if old, ok := sp.sym[kc]; ok {
+		delete(sp.bound, old)
+	}
+	copy(s.keymap[int(kc-s.minKey)*s.perKey:], syms)
+	sp.bound[ks], sp.sym[kc] = kc, ks
+	return kc, nil
+}
+
+// noteKey records the use of a lent keycode, and whether it is held.
+func (sp *spareKeys) noteKey(kc xproto.Keycode, down bool) {
+	if _, lent := sp.sym[kc]; !lent {
+		return
+	}
+	sp.clock++
+	sp.used[kc] = sp.clock
+	if down {
+		sp.down[kc] = true
+	} else {
+		delete(sp.down, kc)
+	}
 }
 
 // Key presses or releases the key producing keysym, binding a spare
@@ -88,6 +136,7 @@ func (s *Screen) Key(keysym uint32, down bool) error {
 			return err
 		}
 	}
+	s.spares.noteKey(kc, down)
 	typ := byte(xproto.KeyRelease)
 	if down {
 		typ = xproto.KeyPress

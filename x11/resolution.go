@@ -13,7 +13,7 @@ type Resolution struct {
 }
 
 // Bounds on what ParseResolution accepts. 8192 is Xvfb's own ceiling per
-// dimension; depths are the ones Xvfb offers that a VNC viewer can show.
+// dimension. The depth is 24: capture reads 32-bit BGRX pixels.
 const (
 	MinDimension = 64
 	MaxDimension = 8192
@@ -41,10 +41,10 @@ func ParseResolution(s string) (Resolution, error) {
 	if r.Width < MinDimension || r.Width > MaxDimension || r.Height < MinDimension || r.Height > MaxDimension {
 		return Resolution{}, fmt.Errorf("resolution %q: each dimension must be %d..%d", s, MinDimension, MaxDimension)
 	}
-	switch r.Depth {
-	case 16, 24:
-	default:
-		return Resolution{}, fmt.Errorf("resolution %q: depth must be 16 or 24", s)
+	if r.Depth != 24 {
+		// Capture reads 32-bit BGRX pixels: a 16-bit screen would be
+		// garbage to every viewer, so it is refused here, up front.
+		return Resolution{}, fmt.Errorf("resolution %q: depth must be 24 (deskd captures 24-bit screens only)", s)
 	}
 	return r, nil
 }

@@ -51,8 +51,8 @@ type Screen struct {
 	keymap   []xproto.Keysym // (keycode-min)*perKey + level
 	buttons  uint8
 	shiftKey xproto.Keycode
-	shifts   int // Shift keys the viewer holds down
-	bound    map[xproto.Keysym]xproto.Keycode
+	shifts   int       // Shift keys the viewer holds down
+	spares   spareKeys // keycodes lent to keysyms no key produces
 
 	done chan struct{}
 }
@@ -106,8 +106,11 @@ func OpenScreen(display string, log *slog.Logger) (*Screen, error) {
 	scr := setup.DefaultScreen(c)
 	s := &Screen{display: display, c: c, root: scr.Root, w: int(scr.WidthInPixels), h: int(scr.HeightInPixels), log: log,
 		damage: make(chan image.Rectangle, 4096), cursorCh: make(chan struct{}, 1), sizeCh: make(chan image.Point, 1), minKey: setup.MinKeycode,
-		bound: map[xproto.Keysym]xproto.Keycode{}, done: make(chan struct{})}
+		done: make(chan struct{})}
 	fail := func(err error) (*Screen, error) { c.Close(); return nil, err }
+	if scr.RootDepth != 24 {
+		return fail(fmt.Errorf("x11: %s has depth %d: deskd captures 24-bit screens only", display, scr.RootDepth))
+	}
 	for _, init := range []struct {
 		name string
 		fn   func() error
@@ -224,7 +227,6 @@ func (s *Screen) openSHM() error {
 func (s *Screen) events() {
 	defer close(s.damage)
 	defer close(s.done)
-	overflow := false
 	for {
 		ev, err := s.c.WaitForEvent()
 		if ev == nil && err == nil {
@@ -253,16 +255,28 @@ func (s *Screen) events() {
 			continue
 		}
 		r := image.Rect(int(n.Area.X), int(n.Area.Y), int(n.Area.X)+int(n.Area.Width), int(n.Area.Y)+int(n.Area.Height))
-		if overflow {
-			w, h := s.Size()
-			r = image.Rect(0, 0, w, h)
-		}
-		select {
-		case s.damage <- r:
-			overflow = false
-		default:
-			overflow = true // the next send covers everything
-		}
+		w, h := s.Size()
+		queueDamage(s.damage, r, image.Rect(0, 0, w, h))
+	}
+}
+
+// queueDamage queues r without blocking. When the queue is full the
+// oldest entry gives its place to the whole screen, which covers it, r and
+// whatever else was lost: the newest picture always reaches viewers,
+// however far behind the reader is. The caller is the only sender.
+func queueDamage(q chan image.Rectangle, r, screen image.Rectangle) {
+	select {
+	case q <- r:
+		return
+	default:
+	}
+	select {
+	case <-q: // the reader may have made room meanwhile: then nothing is lost
+	default:
+	}
+	select {
+	case q <- screen:
+	default: // unreachable with one sender: a place was just freed
 	}
 }
 

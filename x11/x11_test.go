@@ -21,7 +21,8 @@ func TestParseResolution(t *testing.T) {
 	}{
 		{in: "1280x800x24", want: Resolution{1280, 800, 24}},
 		{in: "1920x1080", want: Resolution{1920, 1080, 24}},
-		{in: "640x480x16", want: Resolution{640, 480, 16}},
+		{in: "640x480x16", wantErr: "depth must be 24"},
+		{in: "640x480x32", wantErr: "depth must be 24"},
 		{in: "8192x8192x24", want: Resolution{8192, 8192, 24}},
 		{in: "1280x800x8", wantErr: "depth"},
 		{in: "8193x800", wantErr: "dimension"},

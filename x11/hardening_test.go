@@ -1,0 +1,123 @@
+package x11
+
+import (
+	"image"
+	"testing"
+	"time"
+
+	"github.com/jezek/xgb"
+	"github.com/jezek/xgb/xproto"
+)
+
+// Typing more distinct unmapped characters than there are spare keycodes
+// keeps working: the least recently used keycode is lent again.
+func TestSpareKeycodesRecycled(t *testing.T) {
+	x, s := startScreen(t, XvfbConfig{Resolution: Resolution{640, 480, 24}})
+	spares := len(s.spares.free)
+	if spares == 0 {
+		t.Fatal("no spare keycodes on this server")
+	}
+	n := spares*2 + 10
+	var last xproto.Keysym
+	for i := range n {
+		ks := uint32(0x1004e00 + i) // CJK ideographs: no key on a US layout
+		if err := s.Key(ks, true); err != nil {
+			t.Fatalf("key %d of %d (%d spare keycodes): %v", i+1, n, spares, err)
+		}
+		if err := s.Key(ks, false); err != nil {
+			t.Fatal(err)
+		}
+		last = xproto.Keysym(ks)
+	}
+	// The server's mapping says the last one, where deskd bound it.
+	kc := s.spares.bound[last]
+	c, err := xgb.NewConnDisplay(x.Display)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	m, err := xproto.GetKeyboardMapping(c, kc, 1).Reply()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Keysyms) == 0 || m.Keysyms[0] != last {
+		t.Fatalf("keycode %d maps to %v, want %#x", kc, m.Keysyms, last)
+	}
+	if len(s.spares.bound) > spares {
+		t.Fatalf("%d keysyms bound on %d spare keycodes", len(s.spares.bound), spares)
+	}
+	// A key held down keeps its keycode while others come and go.
+	held := uint32(0x1005000)
+	if err := s.Key(held, true); err != nil {
+		t.Fatal(err)
+	}
+	hk := s.spares.bound[xproto.Keysym(held)]
+	for i := range spares + 5 {
+		ks := uint32(0x1006000 + i)
+		if err := s.Key(ks, true); err != nil {
+			t.Fatal(err)
+		}
+		s.Key(ks, false)
+	}
+	if s.spares.bound[xproto.Keysym(held)] != hk {
+		t.Fatal("the keycode of a key held down was lent to another keysym")
+	}
+	s.Key(held, false)
+}
+
+// When the damage queue overflows, the last change still reaches the
+// reader: dropped events leave a whole-screen rectangle behind.
+func TestDamageOverflowKeepsTheLastChange(t *testing.T) {
+	x, s := startScreen(t, XvfbConfig{Resolution: Resolution{640, 480, 24}})
+	c, err := xgb.NewConnDisplay(x.Display)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	root := xproto.Setup(c).DefaultScreen(c).Root
+	gc, _ := xproto.NewGcontextId(c)
+	xproto.CreateGC(c, gc, xproto.Drawable(root), xproto.GcForeground, []uint32{0xffffff})
+	// Whatever is queued (the screen's first damage is all of it) is
+	// taken first, up to a marker drawn last.
+	xproto.PolyFillRectangle(c, xproto.Drawable(root), gc, []xproto.Rectangle{{X: 0, Y: 200, Width: 5, Height: 5}})
+	xproto.GetInputFocus(c).Reply()
+	marker := image.Rect(0, 200, 5, 205)
+	for seen := false; !seen; {
+		select {
+		case r := <-s.Damage():
+			seen = r == marker
+		case <-time.After(10 * time.Second):
+			t.Fatal("no damage for the marker")
+		}
+	}
+	// More separate damage than the queue holds, nobody reading, then a
+	// last change somewhere else.
+	for i := range cap(s.damage) + 2000 {
+		xproto.PolyFillRectangle(c, xproto.Drawable(root), gc, []xproto.Rectangle{{X: int16(i % 600), Y: int16(i / 600 % 100), Width: 1, Height: 1}})
+	}
+	final := image.Rect(500, 400, 510, 410)
+	xproto.PolyFillRectangle(c, xproto.Drawable(root), gc, []xproto.Rectangle{{X: 500, Y: 400, Width: 10, Height: 10}})
+	xproto.GetInputFocus(c).Reply() // round trip: all drawn
+	// A resize's notification comes after every damage event above: once
+	// it is here, the screen has handled them all.
+	if _, _, err := s.Resize(600, 450); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-s.SizeChanged():
+	case <-time.After(10 * time.Second):
+		t.Fatal("no size notification")
+	}
+	var got image.Rectangle
+	for drained := false; !drained; {
+		select {
+		case r := <-s.Damage():
+			got = got.Union(r)
+		default:
+			drained = true
+		}
+	}
+	if !final.In(got) {
+		t.Fatalf("the last change %v never reached the reader (union of damage %v)", final, got)
+	}
+}
