@@ -43,6 +43,12 @@ func (s *Server) chromium(ctx context.Context) (int, error) {
 		if err == nil {
 			return port, nil
 		}
+		// Alive but slow or hung: restarting it is the health checker's
+		// call (two failed checks), never one agent's impatience. Only a
+		// browser that is gone is started again here.
+		if now := s.cfg.Stack.Status(); now.Pids[desktop.Chromium] == st.Pids[desktop.Chromium] {
+			return 0, fmt.Errorf("browser not answering (%v); a hung browser is restarted by the health check", err)
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
@@ -72,14 +78,26 @@ func (s *Server) cdpJSON(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) cdpDiscovery(w http.ResponseWriter, r *http.Request, rest string) {
+	// Only /json/new changes anything, and only by PUT, as Chromium
+	// itself wants: a page cannot make a browser send a cross-origin PUT
+	// without a preflight, which is never answered here.
+	method := http.MethodGet
+	switch {
+	case rest == "/json/new" && r.Method != http.MethodPut:
+		w.Header().Set("Allow", http.MethodPut)
+		http.Error(w, "/json/new takes PUT", http.StatusMethodNotAllowed)
+		return
+	case rest == "/json/new":
+		method = http.MethodPut
+	case r.Method == http.MethodPut:
+		w.Header().Set("Allow", http.MethodGet)
+		http.Error(w, "use GET", http.StatusMethodNotAllowed)
+		return
+	}
 	port, err := s.chromium(r.Context())
 	if err != nil {
 		http.Error(w, "browser not available: "+err.Error(), http.StatusServiceUnavailable)
 		return
-	}
-	method := http.MethodGet
-	if rest == "/json/new" {
-		method = http.MethodPut // Chromium refuses GET there
 	}
 	host := "127.0.0.1:" + strconv.Itoa(port)
 	u := &url.URL{Scheme: "http", Host: host, Path: rest, RawQuery: r.URL.RawQuery}
@@ -123,6 +141,9 @@ func (s *Server) cdpBrowser(w http.ResponseWriter, r *http.Request) {
 		s.cdpDiscovery(w, r, "/json/version")
 		return
 	}
+	if !s.checkWS(w, r) { // before Chromium is started or asked
+		return
+	}
 	port, err := s.chromium(r.Context())
 	if err != nil {
 		http.Error(w, "browser not available: "+err.Error(), http.StatusServiceUnavailable)
@@ -147,8 +168,7 @@ func (s *Server) cdpDevtools(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "no such DevTools target", http.StatusNotFound)
 		return
 	}
-	if !isUpgrade(r) {
-		http.Error(w, "WebSocket only", http.StatusBadRequest)
+	if !s.checkWS(w, r) {
 		return
 	}
 	port, err := s.chromium(r.Context())
@@ -169,7 +189,7 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, port int, path st
 		http.Error(w, "browser target: "+err.Error(), http.StatusBadGateway)
 		return
 	}
-	agent, ctx, done, err := s.upgrade(w, r, nil, cdp.MaxMessage)
+	agent, ctx, done, err := s.upgrade(w, r, wsOptions{readLimit: cdp.MaxMessage})
 	if err != nil {
 		up.CloseNow()
 		return

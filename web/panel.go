@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -42,6 +44,14 @@ func (s *Server) withClaims(next http.Handler, c panel.Claims) http.Handler {
 func (s *Server) withPanel(next http.Handler) http.Handler {
 	if len(s.cfg.PanelSecret) == 0 {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if !hostAllowed(r.Host, s.cfg.AllowHosts) {
+				s.log.Debug("host refused", "host", r.Host, "remote", r.RemoteAddr)
+				http.Error(w, "forbidden: Host "+strconvQuote(r.Host)+" is not a loopback name (see --allow-host)", http.StatusForbidden)
+				return
+			}
+			if !s.sameOrigin(w, r) {
+				return
+			}
 			key := clientKey(r)
 			s.sessions.seen(key, time.Now())
 			ctx := context.WithValue(r.Context(), claimsKey{}, panel.Claims{Scope: panel.ScopeFull})
@@ -72,6 +82,9 @@ func (s *Server) withPanel(next http.Handler) http.Handler {
 			http.Redirect(w, r, u.RequestURI(), http.StatusMovedPermanently)
 			return
 		}
+		if !s.sameOrigin(w, r) {
+			return
+		}
 		key := tokenKey(tok)
 		s.sessions.seen(key, time.Now())
 		ctx := context.WithValue(r.Context(), claimsKey{}, c)
@@ -82,6 +95,53 @@ func (s *Server) withPanel(next http.Handler) http.Handler {
 		r2.RequestURI = ""
 		next.ServeHTTP(w, r2)
 	})
+}
+
+// sameOrigin refuses a request that may change something (any method
+// but GET, HEAD and OPTIONS) sent by a page of another origin.
+func (s *Server) sameOrigin(w http.ResponseWriter, r *http.Request) bool {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return true
+	}
+	if err := checkOrigin(r, s.cfg.AllowOrigins); err != nil {
+		s.log.Warn("cross-origin request refused", "method", r.Method, "path", r.URL.Path, "err", err)
+		forbid(w)
+		return false
+	}
+	return true
+}
+
+// hostAllowed reports whether a request's Host names this machine's
+// loopback (localhost, 127.0.0.0/8, ::1) or one of allow.
+func hostAllowed(hostport string, allow []string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.Trim(host, "[]"), ".")
+	if host == "" {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return true
+	}
+	for _, a := range allow {
+		if strings.EqualFold(a, host) || strings.EqualFold(a, hostport) {
+			return true
+		}
+	}
+	return false
+}
+
+func strconvQuote(s string) string {
+	if len(s) > 100 {
+		s = s[:100]
+	}
+	return strconv.Quote(s)
 }
 
 func unescapePath(p string) string {

@@ -75,7 +75,7 @@ func (s *Server) rfbServer(ctx context.Context) (*bridge.Server, error) {
 		return nil, err
 	}
 	srv, err := bridge.NewServer(scr, bridge.Config{Name: "deskd " + st.Display, Password: s.cfg.VNCPassword,
-		Logger: s.log.With("part", "rfb"), OnResize: s.fitBrowser})
+		Logger: s.log.With("part", "rfb"), OnResize: s.fitBrowser, MaxViewers: s.cfg.MaxViewers})
 	if err != nil {
 		scr.Close()
 		return nil, err
@@ -136,12 +136,16 @@ func (s *Server) fitBrowser(w, h int) {
 // viewer offers it, as noVNC and websockify do), lazily starting the
 // desktop on the first viewer. A view-scope token gets a view-only viewer.
 func (s *Server) websockify(w http.ResponseWriter, r *http.Request) {
+	if !s.checkWS(w, r) { // before the desktop is started for it
+		return
+	}
 	srv, err := s.rfbServer(r.Context())
 	if err != nil {
 		http.Error(w, "desktop not available: "+err.Error(), http.StatusServiceUnavailable)
 		return
 	}
-	c, ctx, done, err := s.upgrade(w, r, []string{"binary"}, 64<<20)
+	// RFB messages are bounded by bridge itself (cut text in chunks).
+	c, ctx, done, err := s.upgrade(w, r, wsOptions{subprotocols: []string{"binary"}, readLimit: 64 << 20, ping: true})
 	if err != nil {
 		return
 	}

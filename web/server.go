@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net"
 	"net/http"
 	"net/url"
@@ -16,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cubepod/deskd/cdp"
 	"github.com/cubepod/deskd/desktop"
 	"github.com/cubepod/deskd/panel"
 	"github.com/cubepod/deskd/term"
@@ -49,6 +51,15 @@ type Config struct {
 	// AllowOrigins are extra origins (host or scheme://host, "*" for any)
 	// whose pages may open WebSockets here.
 	AllowOrigins []string
+	// AllowHosts are Host names accepted without a panel secret besides
+	// loopback ones (DNS rebinding: a page of another site that resolves
+	// its name to 127.0.0.1 still sends its own name as Host).
+	AllowHosts []string
+	// WSPing is how often desktop and terminal WebSockets are pinged
+	// (default 20 s).
+	WSPing time.Duration
+	// MaxViewers caps concurrent VNC viewers (default bridge's).
+	MaxViewers int
 }
 
 // Server serves deskd's HTTP API and pages.
@@ -75,6 +86,9 @@ func New(cfg Config) *Server {
 	if cfg.SessionIdle == 0 {
 		cfg.SessionIdle = 5 * time.Minute
 	}
+	if cfg.WSPing <= 0 {
+		cfg.WSPing = 20 * time.Second
+	}
 	s := &Server{cfg: cfg, log: cfg.Logger, sessions: newSessions(cfg.SessionIdle)}
 	s.base, s.cancel = context.WithCancel(context.Background())
 	s.metrics = newMetrics(cfg.Stack, s.sessions, cfg.Terminal)
@@ -98,20 +112,31 @@ func (s *Server) Close() {
 // Handler is the public handler, for the TCP listener.
 func (s *Server) Handler() http.Handler { return s.public }
 
+// OpsHandler serves /healthz and /metrics only, with no token: for
+// kubelet probes and Prometheus on an address of their own (--ops-listen).
+func (s *Server) OpsHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", healthz)
+	mux.Handle("GET /metrics", s.metrics.handler())
+	return mux
+}
+
+func healthz(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	fmt.Fprintln(w, "ok")
+}
+
 // ControlHandler is for the control socket in the run dir, reachable only
 // by local users the socket's permissions admit; it skips the panel check.
 func (s *Server) ControlHandler() http.Handler { return s.control }
 
 func (s *Server) routes() *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprintln(w, "ok")
-	})
+	mux.HandleFunc("GET /healthz", healthz)
 	mux.Handle("GET /metrics", s.metrics.handler())
-	mux.HandleFunc("POST /api/desktop/start", s.requireFull(s.apiStart))
+	mux.HandleFunc("POST /api/desktop/start", s.requireFull(requireJSON(s.apiStart)))
 	mux.HandleFunc("GET /api/desktop/status", s.requireFull(s.apiStatus))
-	mux.HandleFunc("POST /api/desktop/stop", s.requireFull(s.apiStop))
+	mux.HandleFunc("POST /api/desktop/stop", s.requireFull(requireJSON(s.apiStop)))
 	// A GET of another /api/ path gets an API answer, not the file server's.
 	mux.HandleFunc("GET /api/", func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
@@ -135,6 +160,21 @@ func (s *Server) routes() *http.ServeMux {
 	return mux
 }
 
+// requireJSON refuses a POST whose Content-Type is not JSON: a page of
+// another site can send a "simple" cross-origin POST (text/plain, form)
+// without asking, but not a JSON one, which needs a preflight that deskd
+// never answers.
+func requireJSON(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ct, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+		if err != nil || ct != "application/json" {
+			writeJSON(w, http.StatusUnsupportedMediaType, map[string]string{"error": "Content-Type must be application/json"})
+			return
+		}
+		h(w, r)
+	}
+}
+
 // maxAPIBody bounds a start request's JSON body.
 const maxAPIBody = 4096
 
@@ -148,6 +188,11 @@ func (s *Server) apiStart(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if err := cdp.CheckStartURL(o.URL); err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "bad start request: " + err.Error()})
+		return
+	}
+
 	st, err := s.Activate(r.Context(), o)
 	code := http.StatusOK
 	if err != nil {

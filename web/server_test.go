@@ -41,10 +41,17 @@ func token(t *testing.T, c panel.Claims) string {
 	return tok
 }
 
+// get sends a request as a local client of the port would: Host is the
+// loopback address, and a POST says it carries JSON.
 func get(t *testing.T, h http.Handler, method, target string) *httptest.ResponseRecorder {
 	t.Helper()
 	rec := httptest.NewRecorder()
-	h.ServeHTTP(rec, httptest.NewRequest(method, target, nil))
+	req := httptest.NewRequest(method, target, nil)
+	req.Host = "127.0.0.1:8080"
+	if method == http.MethodPost {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	h.ServeHTTP(rec, req)
 	return rec
 }
 
@@ -122,8 +129,11 @@ func TestNoSecretServesRoot(t *testing.T) {
 
 func TestStartRequestBounds(t *testing.T) {
 	h := newServer(t, Config{}).Handler()
-	for _, body := range []string{`{"resolution":"99999x1"}`, `{"bogus":1}`, `{` + strings.Repeat(" ", maxAPIBody) + `}`, `[]`} {
+	for _, body := range []string{`{"resolution":"99999x1"}`, `{"resolution":"1024x768x16"}`, `{"bogus":1}`, `{` + strings.Repeat(" ", maxAPIBody) + `}`, `[]`,
+		`{"url":"--renderer-cmd-prefix=/bin/sh"}`, `{"url":"javascript:alert(1)"}`, `{"url":"http://x/\u0000"}`} {
 		req := httptest.NewRequest("POST", "/api/desktop/start", strings.NewReader(body))
+		req.Host = "localhost:8080"
+		req.Header.Set("Content-Type", "application/json")
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "bad start request") {

@@ -11,6 +11,9 @@ import (
 // deskd's page uses to reconnect); ?readonly=1, or a view-scope token,
 // makes the viewer read-only.
 func (s *Server) terminalWS(w http.ResponseWriter, r *http.Request) {
+	if !s.checkWS(w, r) {
+		return
+	}
 	if s.cfg.Terminal == nil {
 		http.Error(w, "terminal not configured", http.StatusServiceUnavailable)
 		return
@@ -22,8 +25,14 @@ func (s *Server) terminalWS(w http.ResponseWriter, r *http.Request) {
 		Session:  q.Get("session"),
 		Announce: announce,
 		ReadOnly: claims.ReadOnly() || q.Get("readonly") == "1",
+		// A view-only token may watch a session, never start a shell.
+		NoCreate: claims.ReadOnly(),
 	}
-	c, ctx, done, err := s.upgrade(w, r, []string{"tty"}, term.MaxMessage)
+	if opts.NoCreate && !s.cfg.Terminal.Has(opts.Session) {
+		http.Error(w, "a view-only token may only attach to an existing terminal session (?session=ID)", http.StatusForbidden)
+		return
+	}
+	c, ctx, done, err := s.upgrade(w, r, wsOptions{subprotocols: []string{"tty"}, readLimit: term.MaxMessage, ping: true})
 	if err != nil {
 		return
 	}

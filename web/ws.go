@@ -56,10 +56,36 @@ func checkOrigin(r *http.Request, allow []string) error {
 	return fmt.Errorf("origin %q may not open a WebSocket here", o)
 }
 
+// checkWS refuses, before anything with side effects runs, a request that
+// is not a WebSocket upgrade or comes from a page of another origin.
+func (s *Server) checkWS(w http.ResponseWriter, r *http.Request) bool {
+	if !isUpgrade(r) {
+		http.Error(w, "WebSocket only", http.StatusBadRequest)
+		return false
+	}
+	if err := checkOrigin(r, s.cfg.AllowOrigins); err != nil {
+		s.log.Warn("websocket refused", "path", r.URL.Path, "err", err)
+		forbid(w)
+		return false
+	}
+	return true
+}
+
+// wsOptions say how a WebSocket is accepted and kept.
+type wsOptions struct {
+	subprotocols []string
+	readLimit    int64
+	// ping makes deskd ping the peer every cfg.WSPing, so proxies that
+	// cut idle connections keep it, and a peer that stopped answering
+	// is dropped. The CDP relay pings by itself.
+	ping bool
+}
+
 // upgrade checks the origin and accepts a WebSocket. It returns a context
 // that ends with the request or at Close, and a done func to call when
-// the connection is finished.
-func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, subprotocols []string, readLimit int64) (*websocket.Conn, context.Context, func(), error) {
+// the connection is finished. A connection under a panel token ends with
+// close code 1008 when the token expires.
+func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, o wsOptions) (*websocket.Conn, context.Context, func(), error) {
 	if err := checkOrigin(r, s.cfg.AllowOrigins); err != nil {
 		s.log.Warn("websocket refused", "path", r.URL.Path, "err", err)
 		forbid(w)
@@ -70,7 +96,7 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, subprotocols []
 		return nil, nil, nil, errShuttingDown
 	}
 	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{
-		Subprotocols: subprotocols,
+		Subprotocols: o.subprotocols,
 		// Origin was checked above, with the gateway's forwarding in mind.
 		InsecureSkipVerify: true,
 	})
@@ -78,16 +104,88 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, subprotocols []
 		s.handlers.Done()
 		return nil, nil, nil, err
 	}
-	c.SetReadLimit(readLimit)
+	c.SetReadLimit(o.readLimit)
 	ctx, cancel := context.WithCancel(s.base)
 	stop := context.AfterFunc(r.Context(), cancel)
 	release := s.sessions.hold(sessionKeyFrom(r), time.Now())
+	var exp time.Time
+	if cl, ok := ClaimsFrom(r.Context()); ok && cl.Exp != 0 {
+		exp = cl.ExpiresAt()
+	}
+	ping := time.Duration(0)
+	if o.ping {
+		ping = s.cfg.WSPing
+	}
+	kept := make(chan struct{})
+	go func() { // ends with ctx, which done cancels
+		defer close(kept)
+		keep(ctx, c, exp, ping)
+	}()
 	done := func() {
 		release()
 		stop()
 		cancel()
+		<-kept
 		c.CloseNow()
 		s.handlers.Done()
 	}
 	return c, ctx, done, nil
+}
+
+// Close codes deskd ends a WebSocket with.
+const (
+	closeTokenExpired = websocket.StatusPolicyViolation // 1008
+	closeNoPong       = websocket.StatusGoingAway       // 1001
+)
+
+// keep pings c every ping (when ping > 0) and closes it when a pong does
+// not come within two more, or with 1008 when exp (when set) passes.
+func keep(ctx context.Context, c *websocket.Conn, exp time.Time, ping time.Duration) {
+	var expired <-chan time.Time
+	if !exp.IsZero() {
+		t := time.NewTimer(time.Until(exp))
+		defer t.Stop()
+		expired = t.C
+	}
+	var tick <-chan time.Time
+	if ping > 0 {
+		t := time.NewTicker(ping)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-expired:
+			closeSoon(c, closeTokenExpired, "panel token expired")
+			return
+		case <-tick:
+			pctx, cancel := context.WithTimeout(ctx, 2*ping) // a pong may queue behind a large update
+			err := c.Ping(pctx)
+			cancel()
+			if err != nil && ctx.Err() == nil {
+				closeSoon(c, closeNoPong, "no answer to ping")
+				return
+			}
+		}
+	}
+}
+
+// closeSoon sends a close frame with code and reason, then closes the
+// connection without waiting long for the peer's answer.
+func closeSoon(c *websocket.Conn, code websocket.StatusCode, reason string) {
+	done := make(chan struct{})
+	go func() { // ends when Close returns; CloseNow below makes that quick
+		defer close(done)
+		c.Close(code, reason)
+	}()
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		c.CloseNow()
+		<-done
+	}
 }

@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -47,7 +46,7 @@ func cdpSetup(t *testing.T, extra ...string) *cdpEnv {
 }
 
 func (c *cdpEnv) mint(t *testing.T, scope panel.Scope) string {
-	tok, err := panel.Mint([]byte(e2eSecret), panel.Claims{SID: "sb1", Port: c.port, Exp: time.Now().Add(time.Hour).Unix(), Scope: scope})
+	tok, err := panel.Mint([]byte(e2eKey), panel.Claims{SID: "sb1", Port: c.port, Exp: time.Now().Add(time.Hour).Unix(), Scope: scope})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,6 +61,24 @@ func getJSON(t *testing.T, u string, v any) {
 	}
 	if err := json.Unmarshal([]byte(b), v); err != nil {
 		t.Fatalf("GET %s: %v: %s", u, err, b)
+	}
+}
+
+// putJSON PUTs to u (as agents open tabs: PUT /json/new) and decodes.
+func putJSON(t *testing.T, u string, v any) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPut, u, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("PUT %s: %d %s", u, resp.StatusCode, b)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("PUT %s: %v: %s", u, err, b)
 	}
 }
 
@@ -121,7 +138,10 @@ func TestCDPAgents(t *testing.T) {
 		WebSocketDebuggerURL string `json:"webSocketDebuggerUrl"`
 		DevtoolsFrontendURL  string `json:"devtoolsFrontendUrl"`
 	}
-	getJSON(t, c.base+"/json/new?about:blank", &created) // GET from the agent, PUT upstream
+	if code, _ := fetch(t, c.base+"/json/new?about:blank"); code != http.StatusMethodNotAllowed {
+		t.Fatalf("GET /json/new = %d; only PUT may open a tab", code)
+	}
+	putJSON(t, c.base+"/json/new?about:blank", &created)
 	if created.ID == "" || created.WebSocketDebuggerURL != c.wsBase+"/devtools/page/"+created.ID {
 		t.Fatalf("json/new: %+v", created)
 	}
@@ -252,7 +272,7 @@ func TestCDPLargeMessage(t *testing.T) {
 	var created struct {
 		WebSocketDebuggerURL string `json:"webSocketDebuggerUrl"`
 	}
-	getJSON(t, c.base+"/json/new", &created)
+	putJSON(t, c.base+"/json/new", &created)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	pc := dialCDP(t, ctx, created.WebSocketDebuggerURL, nil)
@@ -278,76 +298,6 @@ func TestCDPLargeMessage(t *testing.T) {
 	t.Logf("30 MiB reply through gateway and relay in %v", time.Since(t0).Round(time.Millisecond))
 }
 
-// idleProxy forwards TCP and cuts any connection that carried no byte
-// either way for idle, like a load balancer's idle timeout.
-func idleProxy(t *testing.T, target string, idle time.Duration) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { l.Close(); wg.Wait() })
-	wg.Go(func() {
-		for {
-			in, err := l.Accept()
-			if err != nil {
-				return
-			}
-			out, err := net.Dial("tcp", target)
-			if err != nil {
-				in.Close()
-				continue
-			}
-			wg.Go(func() { pipeIdle(in, out, idle) })
-		}
-	})
-	return l.Addr().String()
-}
-
-func pipeIdle(a, b net.Conn, idle time.Duration) {
-	defer a.Close()
-	defer b.Close()
-	var mu sync.Mutex
-	last := time.Now()
-	done := make(chan struct{}, 2)
-	cp := func(dst, src net.Conn) {
-		buf := make([]byte, 32<<10)
-		for {
-			n, err := src.Read(buf)
-			if n > 0 {
-				mu.Lock()
-				last = time.Now()
-				mu.Unlock()
-				if _, err := dst.Write(buf[:n]); err != nil {
-					break
-				}
-			}
-			if err != nil {
-				break
-			}
-		}
-		done <- struct{}{}
-	}
-	go cp(a, b)
-	go cp(b, a)
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		select {
-		case <-done:
-			return
-		case <-tick.C:
-			mu.Lock()
-			quiet := time.Since(last)
-			mu.Unlock()
-			if quiet >= idle {
-				return // cut: both copies end when the conns close
-			}
-		}
-	}
-}
-
 // TestCDPHeartbeatKeepsIdleAlive: behind a proxy that cuts connections
 // idle for 30 s, a relayed CDP connection left idle for 2 minutes is
 // still usable, while a silent connection through the same proxy is cut.
@@ -358,7 +308,7 @@ func TestCDPHeartbeatKeepsIdleAlive(t *testing.T) {
 	t.Parallel()
 	c := cdpSetup(t)
 	gwAddr := strings.TrimPrefix(c.gw, "http://")
-	proxy := idleProxy(t, gwAddr, 30*time.Second)
+	proxy := testenv.IdleProxy(t, gwAddr, 30*time.Second)
 	viaProxy := func(ctx context.Context, _, _ string) (net.Conn, error) {
 		var d net.Dialer
 		return d.DialContext(ctx, "tcp", proxy)

@@ -1,0 +1,229 @@
+package web
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/cubepod/deskd/panel"
+	"github.com/cubepod/deskd/proc"
+	"github.com/cubepod/deskd/internal/testenv"
+	"github.com/cubepod/deskd/term"
+	dto "github.com/prometheus/client_model/go"
+)
+
+type hostile struct {
+	name, method, path, host, origin, ctype string
+	want                                    int
+	body                                    string // substring of the answer
+}
+
+func (h hostile) do(t *testing.T, handler http.Handler) *httptest.ResponseRecorder {
+	t.Helper()
+	req := httptest.NewRequest(h.method, h.path, nil)
+	req.Host = h.host
+	if req.Host == "" {
+		req.Host = "127.0.0.1:8080"
+	}
+	if h.origin != "" {
+		req.Header.Set("Origin", h.origin)
+	}
+	if h.ctype != "" {
+		req.Header.Set("Content-Type", h.ctype)
+	}
+	if h.method == "WS" {
+		req.Method = http.MethodGet
+		req.Header.Set("Upgrade", "websocket")
+		req.Header.Set("Connection", "Upgrade")
+		req.Header.Set("Sec-WebSocket-Version", "13")
+		req.Header.Set("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")
+	}
+	rec := httptest.NewRecorder()
+	handler.ServeHTTP(rec, req)
+	return rec
+}
+
+// Loopback mode (no panel secret): DNS rebinding and cross-site requests
+// are refused before anything runs; nothing in this table starts the
+// desktop (activations stay 0).
+func TestLoopbackModeHostile(t *testing.T) {
+	s := newServer(t, Config{AllowHosts: []string{"box.internal"}})
+	h := s.Handler()
+	const js = "application/json"
+	tests := []hostile{
+		{name: "loopback IP", method: "GET", path: "/healthz", want: 200},
+		{name: "localhost", method: "GET", path: "/healthz", host: "localhost:8080", want: 200},
+		{name: "IPv6 loopback", method: "GET", path: "/healthz", host: "[::1]:8080", want: 200},
+		{name: "127/8", method: "GET", path: "/healthz", host: "127.3.2.1", want: 200},
+		{name: "allowed host", method: "GET", path: "/healthz", host: "box.internal:8080", want: 200},
+		{name: "rebinding name", method: "GET", path: "/api/desktop/status", host: "evil.example:8080", want: 403, body: "not a loopback name"},
+		{name: "rebinding page", method: "GET", path: "/vnc.html", host: "attacker.test", want: 403},
+		{name: "rebinding ws", method: "WS", path: "/websockify", host: "evil.example:8080", origin: "http://evil.example:8080", want: 403},
+		{name: "no host", method: "GET", path: "/healthz", host: " ", want: 403},
+		{name: "localhost. suffix trick", method: "GET", path: "/healthz", host: "localhost.evil.example", want: 403},
+		{name: "post text/plain (CSRF)", method: "POST", path: "/api/desktop/start", ctype: "text/plain", want: 415, body: "application/json"},
+		{name: "post form (CSRF)", method: "POST", path: "/api/desktop/stop", ctype: "application/x-www-form-urlencoded", want: 415},
+		{name: "post no type", method: "POST", path: "/api/desktop/stop", want: 415},
+		{name: "post from another origin", method: "POST", path: "/api/desktop/stop", ctype: js, origin: "http://evil.example", want: 403},
+		{name: "post JSON same origin", method: "POST", path: "/api/desktop/stop", ctype: js + "; charset=utf-8", origin: "http://127.0.0.1:8080", want: 200},
+		{name: "ws from another origin", method: "WS", path: "/websockify", origin: "http://evil.example", want: 403},
+		{name: "terminal ws from another origin", method: "WS", path: "/terminal/ws", origin: "http://evil.example", want: 403},
+		{name: "cdp ws from another origin", method: "WS", path: "/cdp", origin: "http://evil.example", want: 403},
+		{name: "cdp devtools ws from another origin", method: "WS", path: "/cdp/devtools/page/ABC", origin: "http://evil.example", want: 403},
+		{name: "websockify without upgrade", method: "GET", path: "/websockify", want: 400, body: "WebSocket only"},
+		{name: "json/new by GET", method: "GET", path: "/cdp/json/new?http://evil.example/", want: 405, body: "PUT"},
+		{name: "PUT elsewhere", method: "PUT", path: "/cdp/json/version", origin: "", want: 405},
+		{name: "PUT from another origin", method: "PUT", path: "/cdp/json/new", origin: "http://evil.example", want: 403},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := tt.do(t, h)
+			if rec.Code != tt.want || !strings.Contains(rec.Body.String(), tt.body) {
+				t.Fatalf("%s %s (Host %q, Origin %q) = %d %.200q; want %d with %q", tt.method, tt.path, tt.host, tt.origin, rec.Code, rec.Body.String(), tt.want, tt.body)
+			}
+		})
+	}
+	if n := testActivations(s); n != 0 {
+		t.Fatalf("%v desktop starts from refused requests", n)
+	}
+}
+
+func testActivations(s *Server) float64 {
+	n := 0.0
+	for _, r := range []string{"ok", "error"} {
+		var m dto.Metric
+		s.metrics.activations.WithLabelValues(r).Write(&m)
+		n += m.GetCounter().GetValue()
+	}
+	return n
+}
+
+// Scope view may look, never act: every write path answers 403, and
+// nothing is started for it.
+func TestViewScopeWritePaths(t *testing.T) {
+	sp := proc.NewSpawner()
+	m, err := term.NewManager(term.Config{Shell: "/bin/bash", Args: []string{"--norc", "--noprofile"}, Spawner: sp, Home: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newServer(t, Config{Terminal: m, PanelSecret: secret, SandboxID: "sb1"})
+	t.Cleanup(func() { s.Close(); m.Close(); sp.Close() })
+	h := s.Handler()
+	view := "/panel/" + token(t, panel.Claims{SID: "sb1", Scope: panel.ScopeView})
+	const js = "application/json"
+	tests := []hostile{
+		{name: "start", method: "POST", path: view + "/api/desktop/start", ctype: js, want: 403},
+		{name: "stop", method: "POST", path: view + "/api/desktop/stop", ctype: js, want: 403},
+		{name: "status", method: "GET", path: view + "/api/desktop/status", want: 403},
+		{name: "cdp discovery", method: "GET", path: view + "/cdp/json/version", want: 403},
+		{name: "cdp new", method: "PUT", path: view + "/cdp/json/new", want: 403},
+		{name: "cdp ws", method: "WS", path: view + "/cdp", want: 403},
+		{name: "cdp devtools ws", method: "WS", path: view + "/cdp/devtools/page/ABC", want: 403},
+		{name: "new terminal session", method: "WS", path: view + "/terminal/ws", want: 403, body: "existing terminal session"},
+		{name: "unknown terminal session", method: "WS", path: view + "/terminal/ws?session=nope", want: 403, body: "existing terminal session"},
+		{name: "pages still", method: "GET", path: view + "/vnc.html", want: 200},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := tt.do(t, h)
+			if rec.Code != tt.want || !strings.Contains(rec.Body.String(), tt.body) {
+				t.Fatalf("%s %s = %d %.200q; want %d with %q", tt.method, tt.path, rec.Code, rec.Body.String(), tt.want, tt.body)
+			}
+		})
+	}
+	if n := m.Count(); n != 0 {
+		t.Fatalf("a view token started %d terminal sessions", n)
+	}
+	if n := testActivations(s); n != 0 {
+		t.Fatalf("a view token started the desktop %v times", n)
+	}
+}
+
+// The ops listener serves probes and metrics, and nothing else, without
+// a token.
+func TestOpsHandler(t *testing.T) {
+	s := newServer(t, Config{PanelSecret: secret, SandboxID: "sb1"})
+	h := s.OpsHandler()
+	for _, tt := range []hostile{
+		{name: "healthz", method: "GET", path: "/healthz", want: 200, body: "ok"},
+		{name: "metrics", method: "GET", path: "/metrics", want: 200, body: "cubepod_desktop_activations_total"},
+		{name: "page", method: "GET", path: "/vnc.html", want: 404},
+		{name: "api", method: "GET", path: "/api/desktop/status", want: 404},
+		{name: "start", method: "POST", path: "/api/desktop/start", ctype: "application/json", want: 404},
+		{name: "terminal", method: "WS", path: "/terminal/ws", want: 404},
+		{name: "panel path", method: "GET", path: "/panel/x/healthz", want: 404},
+	} {
+		if rec := tt.do(t, h); rec.Code != tt.want || !strings.Contains(rec.Body.String(), tt.body) {
+			t.Errorf("ops %s %s = %d %.100q; want %d", tt.method, tt.path, rec.Code, rec.Body.String(), tt.want)
+		}
+	}
+}
+
+// A WebSocket opened under a token ends with 1008 when the token expires.
+func TestWebSocketEndsWithToken(t *testing.T) {
+	sp := proc.NewSpawner()
+	m, err := term.NewManager(term.Config{Shell: "/bin/bash", Args: []string{"--norc", "--noprofile"}, Spawner: sp, Home: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newServer(t, Config{Terminal: m, PanelSecret: secret})
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(func() { srv.Close(); s.Close(); m.Close(); sp.Close() })
+	exp := time.Now().Add(2 * time.Second).Truncate(time.Second)
+	tc := openTerm(t, srv, "/panel/"+token(t, panel.Claims{Exp: exp.Unix()})+"/terminal/ws")
+	code := tc.closeStatus()
+	if code != websocket.StatusPolicyViolation {
+		t.Fatalf("close %d, want 1008 at the token's expiry", code)
+	}
+	if late := time.Since(exp); late < 0 || late > 3*time.Second {
+		t.Fatalf("closed %v after the expiry", late)
+	}
+}
+
+// A terminal left idle behind a proxy that cuts connections silent for
+// 600 ms stays open: deskd's pings keep it busy.
+func TestPingsKeepIdleTerminalBehindProxy(t *testing.T) {
+	sp := proc.NewSpawner()
+	m, err := term.NewManager(term.Config{Shell: "/bin/bash", Args: []string{"--norc", "--noprofile"}, Spawner: sp, Home: t.TempDir(), Env: []string{"PS1=$ "}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newServer(t, Config{Terminal: m, WSPing: 150 * time.Millisecond})
+	srv := httptest.NewServer(s.Handler())
+	t.Cleanup(func() { srv.Close(); s.Close(); m.Close(); sp.Close() })
+	proxy := testenv.IdleProxy(t, strings.TrimPrefix(srv.URL, "http://"), 600*time.Millisecond)
+	tc := openTerm(t, &httptest.Server{URL: "http://" + proxy}, "")
+	// Read in the background as a browser does (pongs need a reader).
+	out := make(chan string, 64)
+	go func() { // ends when the connection closes
+		for {
+			_, b, err := tc.c.Read(context.Background())
+			if err != nil {
+				close(out)
+				return
+			}
+			if b[0] == term.CmdOutput {
+				out <- string(b[1:])
+			}
+		}
+	}()
+	time.Sleep(2 * time.Second) // idle on purpose: three proxy timeouts
+	tc.send("0echo still-$((6*7))\r")
+	var got strings.Builder
+	deadline := time.After(10 * time.Second)
+	for !strings.Contains(got.String(), "still-42") {
+		select {
+		case s, ok := <-out:
+			if !ok {
+				t.Fatalf("connection cut while idle; output so far %q", got.String())
+			}
+			got.WriteString(s)
+		case <-deadline:
+			t.Fatalf("no echo; output %q", got.String())
+		}
+	}
+}
