@@ -150,13 +150,16 @@ func New(cfg Config, sp *proc.Spawner) *Stack {
 // Start brings up whatever part of the stack is not running and returns
 // the resulting status. It is idempotent.
 func (s *Stack) Start(ctx context.Context, o StartOptions) (Status, error) {
+	if err := cdp.CheckStartURL(o.URL); err != nil {
+		return s.Status(), fmt.Errorf("desktop: %w", err)
+	}
 	s.op.Lock()
 	defer s.op.Unlock()
 	s.mu.Lock()
 	s.want = true
 	clear(s.fails) // asked for explicitly: no backoff left from before
 	if o.Resolution != nil && s.xvfb == nil {
-		s.res = *o.Resolution
+		s.res = s.clamp(*o.Resolution)
 	}
 	if o.URL != "" && s.chrome == nil {
 		s.url = o.URL
@@ -164,6 +167,15 @@ func (s *Stack) Start(ctx context.Context, o StartOptions) (Status, error) {
 	s.mu.Unlock()
 	err := s.ensure(ctx)
 	return s.Status(), err
+}
+
+// clamp bounds a requested size by MaxResolution: Xvfb starts at the
+// larger of the two, so an unbounded request would be an unbounded screen.
+func (s *Stack) clamp(r x11.Resolution) x11.Resolution {
+	if m := s.cfg.MaxResolution; m.Width > 0 && m.Height > 0 {
+		r.Width, r.Height = min(r.Width, m.Width), min(r.Height, m.Height)
+	}
+	return r
 }
 
 // Stop stops Chromium (politely, so its profile is flushed), the window

@@ -188,3 +188,27 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// A start request's size is bounded by MaxResolution (Xvfb starts at the
+// larger of the two), and a flag-like URL never reaches Chromium.
+func TestStartBounds(t *testing.T) {
+	s := newStack(t, func(c *Config) { c.MaxResolution = x11.Resolution{Width: 800, Height: 600, Depth: 24}; c.WMPath = "" })
+	if _, err := s.Start(t.Context(), StartOptions{URL: "--renderer-cmd-prefix=/bin/false"}); err == nil || !strings.Contains(err.Error(), "scheme") {
+		t.Fatalf("flag-like URL: %v", err)
+	}
+	if st := s.Status(); st.Status != StatusStopped {
+		t.Fatalf("a refused start started something: %+v", st)
+	}
+	huge := x11.Resolution{Width: 8192, Height: 8192, Depth: 24}
+	st, err := s.Start(t.Context(), StartOptions{Resolution: &huge})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Resolution != "800x600x24" {
+		t.Fatalf("resolution %s, want the 800x600 bound", st.Resolution)
+	}
+	out, _ := exec.Command("xdpyinfo", "-display", st.Display).Output()
+	if !strings.Contains(string(out), "800x600 pixels") {
+		t.Fatalf("xdpyinfo: %.300s", out)
+	}
+}
