@@ -57,6 +57,7 @@ func rfbScenario(ctx context.Context, c Config) ([]Figure, string, error) {
 	defer dk.stop()
 	body, _ := json.Marshal(map[string]string{"url": movingPage})
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+dk.addr+"/api/desktop/start", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return nil, "", fmt.Errorf("start the desktop: %w", err)

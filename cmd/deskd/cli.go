@@ -211,9 +211,23 @@ func spawnDaemon(ctx context.Context, cfg *Config, c *client) error {
 		return fmt.Errorf("daemon log: %w", err)
 	}
 	defer out.Close()
-	cmd := exec.Command(exe, cfg.serveArgs()...)
+	// The secrets go through a pipe the daemon inherits as fd 3: not in
+	// its argv or environment, which other local users may read.
+	sr, sw, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("secrets pipe: %w", err)
+	}
+	defer sr.Close()
+	b, _ := json.Marshal(secrets{PanelSecret: cfg.PanelSecret, VNCPassword: cfg.VNCPassword})
+	_, err = sw.Write(b) // a few KiB at most: the pipe buffer holds it
+	sw.Close()
+	if err != nil {
+		return fmt.Errorf("secrets pipe: %w", err)
+	}
+	cmd := exec.Command(exe, append(cfg.serveArgs(), "--secrets-fd=3")...)
 	cmd.Stdout, cmd.Stderr = out, out
-	cmd.Env = append(os.Environ(), envName("panel-secret")+"="+cfg.PanelSecret, envName("vnc-password")+"="+cfg.VNCPassword)
+	cmd.Env = os.Environ() // the secret variables were removed when the flags were read
+	cmd.ExtraFiles = []*os.File{sr}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start daemon: %w", err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cubepod/deskd/cdp"
 	"github.com/cubepod/deskd/x11"
 )
 
@@ -32,18 +34,29 @@ type Config struct {
 	ProfileDir    string
 	User          string
 	NoSandbox     bool
-	PanelSecret   string
+	PanelSecret   string // this sandbox's panel key (see panel.SandboxKey)
 	SandboxID     string
-	LogLevel      string
-	LogFormat     string
-	Shell         string
-	TermIdle      time.Duration
-	AllowOrigin   string
-	CDPPing       time.Duration
-	VNCListen     string
-	VNCPassword   string
-	StopDaemon    bool // stop --daemon
-	set           map[string]bool
+	// PanelSecretFile and VNCPasswordFile hold secrets outside argv and
+	// the environment; SecretsFD is how `deskd start` hands them on to
+	// the daemon it spawns (an inherited pipe, read once).
+	PanelSecretFile string
+	VNCPasswordFile string
+	SecretsFD       int
+	AllowHost       string
+	OpsListen       string
+	MaxConns        int
+	WSPing          time.Duration
+	MaxViewers      int
+	LogLevel        string
+	LogFormat       string
+	Shell           string
+	TermIdle        time.Duration
+	AllowOrigin     string
+	CDPPing         time.Duration
+	VNCListen       string
+	VNCPassword     string
+	StopDaemon      bool // stop --daemon
+	set             map[string]bool
 }
 
 var errHelp = errors.New("help")
@@ -87,8 +100,9 @@ func ParseFlags(cmd string, args []string, stderr io.Writer) (*Config, error) {
 	str(&c.User, "user", "", "run the GUI as USER or UID:GID (default: deskd's own user)")
 	nosb := env("no-sandbox", "false")
 	fs.BoolVar(&c.NoSandbox, "no-sandbox", nosb == "1" || nosb == "true", "pass --no-sandbox to Chromium (always done as root) (env DESKD_NO_SANDBOX)")
-	str(&c.PanelSecret, "panel-secret", "", "HMAC secret: serve only under valid /panel/<token>/")
-	str(&c.SandboxID, "sandbox-id", "", "when set, a panel token's sid must equal it")
+	str(&c.PanelSecret, "panel-secret", "", "this sandbox's panel key: serve only under valid /panel/<token>/ (prefer --panel-secret-file)")
+	str(&c.PanelSecretFile, "panel-secret-file", "", "read the panel key from this file")
+	str(&c.SandboxID, "sandbox-id", "", "this sandbox's id; required with a panel key (a token's sid must equal it)")
 	str(&c.Shell, "shell", "", "terminal shell (default: the --user's login shell, else /bin/bash)")
 	idle, err := time.ParseDuration(env("terminal-idle", "30m"))
 	if err != nil {
@@ -101,7 +115,26 @@ func ParseFlags(cmd string, args []string, stderr io.Writer) (*Config, error) {
 	}
 	fs.DurationVar(&c.CDPPing, "cdp-ping", ping, "heartbeat interval on both legs of a CDP relay (env DESKD_CDP_PING)")
 	str(&c.VNCListen, "vnc-listen", "", "also serve native VNC viewers on this loopback address (e.g. 127.0.0.1:5900)")
-	str(&c.VNCPassword, "vnc-password", "", "require VNC authentication with this password")
+	str(&c.VNCPassword, "vnc-password", "", "require VNC authentication with this password (prefer --vnc-password-file)")
+	str(&c.VNCPasswordFile, "vnc-password-file", "", "read the VNC password from this file")
+	fs.IntVar(&c.SecretsFD, "secrets-fd", -1, "read the secrets as JSON from this inherited fd (used by deskd start)")
+	str(&c.AllowHost, "allow-host", "", "without a panel key: comma-separated Host names accepted besides loopback ones")
+	str(&c.OpsListen, "ops-listen", "", "also serve /healthz and /metrics only, without a token, on this address (for probes and Prometheus)")
+	maxConns, err := strconv.Atoi(env("max-conns", "1024"))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", envName("max-conns"), err)
+	}
+	fs.IntVar(&c.MaxConns, "max-conns", maxConns, "open HTTP connections at most; more wait to be accepted (env DESKD_MAX_CONNS)")
+	maxViewers, err := strconv.Atoi(env("max-viewers", "32"))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", envName("max-viewers"), err)
+	}
+	fs.IntVar(&c.MaxViewers, "max-viewers", maxViewers, "concurrent VNC viewers at most (env DESKD_MAX_VIEWERS)")
+	wsPing, err := time.ParseDuration(env("ws-ping", "20s"))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", envName("ws-ping"), err)
+	}
+	fs.DurationVar(&c.WSPing, "ws-ping", wsPing, "ping idle desktop and terminal WebSockets this often, so proxies keep them open (env DESKD_WS_PING)")
 	str(&c.AllowOrigin, "allow-origin", "", "comma-separated extra origins whose pages may open WebSockets")
 	str(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	str(&c.LogFormat, "log-format", "text", "text or json")
@@ -119,7 +152,88 @@ func ParseFlags(cmd string, args []string, stderr io.Writer) (*Config, error) {
 	}
 	c.set = map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { c.set[f.Name] = true })
+	if err := c.loadSecrets(); err != nil {
+		return nil, err
+	}
 	return c, c.validate()
+}
+
+// secretEnv are the variables that may carry secrets: read once, then
+// removed from deskd's environment so nothing started later sees them.
+var secretEnv = []string{"panel-secret", "vnc-password"}
+
+// maxSecret bounds a secret read from a file or fd.
+const maxSecret = 4096
+
+// secrets is what `deskd start` writes to the daemon's secrets fd.
+type secrets struct {
+	PanelSecret string `json:"panel_secret,omitempty"`
+	VNCPassword string `json:"vnc_password,omitempty"`
+}
+
+// loadSecrets reads the secret files and fd and clears the secret
+// variables from the environment.
+func (c *Config) loadSecrets() error {
+	for _, name := range secretEnv {
+		_ = os.Unsetenv(envName(name))
+	}
+	for _, f := range []struct {
+		path string
+		dst  *string
+		flag string
+	}{{c.PanelSecretFile, &c.PanelSecret, "panel-secret"}, {c.VNCPasswordFile, &c.VNCPassword, "vnc-password"}} {
+		if f.path == "" {
+			continue
+		}
+		if *f.dst != "" {
+			return fmt.Errorf("--%s and --%s-file: give one", f.flag, f.flag)
+		}
+		v, err := readSecret(f.path)
+		if err != nil {
+			return fmt.Errorf("--%s-file: %w", f.flag, err)
+		}
+		*f.dst = v
+	}
+	if c.SecretsFD >= 0 {
+		f := os.NewFile(uintptr(c.SecretsFD), "secrets")
+		if f == nil {
+			return fmt.Errorf("--secrets-fd %d: not an open file", c.SecretsFD)
+		}
+		b, err := io.ReadAll(io.LimitReader(f, 4*maxSecret))
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("--secrets-fd: %w", err)
+		}
+		var s secrets
+		if err := json.Unmarshal(b, &s); err != nil {
+			return fmt.Errorf("--secrets-fd: %w", err)
+		}
+		c.PanelSecret, c.VNCPassword = s.PanelSecret, s.VNCPassword
+	}
+	if len(c.PanelSecret) > maxSecret || len(c.VNCPassword) > maxSecret {
+		return fmt.Errorf("a secret is longer than %d bytes", maxSecret)
+	}
+	return nil
+}
+
+func readSecret(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxSecret+2))
+	if err != nil {
+		return "", err
+	}
+	v := strings.TrimRight(string(b), "\r\n")
+	if len(v) > maxSecret {
+		return "", fmt.Errorf("%s: longer than %d bytes", path, maxSecret)
+	}
+	if v == "" {
+		return "", fmt.Errorf("%s is empty", path)
+	}
+	return v, nil
 }
 
 func envName(flagName string) string {
@@ -147,16 +261,25 @@ func (c *Config) validate() error {
 	if c.PanelSecret == "" && !isLoopback(host) {
 		return fmt.Errorf("--listen %q: without --panel-secret deskd listens on loopback only", c.Listen)
 	}
-	if c.VNCListen != "" {
-		h, _, err := net.SplitHostPort(c.VNCListen)
-		if err != nil || !isLoopback(h) {
-			return fmt.Errorf("--vnc-listen %q: want a loopback host:port", c.VNCListen)
+	if c.PanelSecret != "" && c.SandboxID == "" {
+		return errors.New("--sandbox-id is required with a panel key: a token's sid must name this sandbox")
+	}
+	if c.OpsListen != "" {
+		if _, _, err := net.SplitHostPort(c.OpsListen); err != nil {
+			return fmt.Errorf("--ops-listen %q: %w", c.OpsListen, err)
 		}
 	}
-	switch c.LogFormat {
-	case "text", "json":
-	default:
-		return fmt.Errorf("--log-format %q: want text or json", c.LogFormat)
+	if c.MaxConns < 16 {
+		return fmt.Errorf("--max-conns %d: want at least 16", c.MaxConns)
+	}
+	if c.MaxViewers < 1 {
+		return fmt.Errorf("--max-viewers %d: want at least 1", c.MaxViewers)
+	}
+	if c.WSPing <= 0 {
+		return fmt.Errorf("--ws-ping %s: want a positive duration", c.WSPing)
+	}
+	if err := cdp.CheckStartURL(c.URL); err != nil {
+		return fmt.Errorf("--url: %w", err)
 	}
 	return nil
 }
@@ -275,7 +398,8 @@ func (c *Config) wmPath() string {
 }
 
 // serveArgs is the command line that makes a daemon with this config;
-// the panel secret travels in the environment, not in argv.
+// the secrets travel through an inherited fd (--secrets-fd), never in
+// argv or the environment.
 func (c *Config) serveArgs() []string {
 	args := []string{"serve",
 		"--listen=" + c.Listen, "--run-dir=" + c.RunDir, "--resolution=" + c.Resolution.String(), "--max-resolution=" + c.MaxResolution.String(),
@@ -284,6 +408,8 @@ func (c *Config) serveArgs() []string {
 		"--no-sandbox=" + strconv.FormatBool(c.NoSandbox), "--sandbox-id=" + c.SandboxID,
 		"--log-level=" + c.LogLevel, "--log-format=" + c.LogFormat,
 		"--shell=" + c.Shell, "--terminal-idle=" + c.TermIdle.String(), "--allow-origin=" + c.AllowOrigin, "--cdp-ping=" + c.CDPPing.String(), "--vnc-listen=" + c.VNCListen,
+		"--allow-host=" + c.AllowHost, "--ops-listen=" + c.OpsListen, "--max-conns=" + strconv.Itoa(c.MaxConns),
+		"--max-viewers=" + strconv.Itoa(c.MaxViewers), "--ws-ping=" + c.WSPing.String(),
 	}
 	return args
 }

@@ -312,6 +312,13 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"status", "--cdp-port", "0"}, "out of range"},
 		{[]string{"serve", "extra"}, "unexpected argument"},
 		{[]string{"bogus"}, "usage"},
+		{[]string{"serve", "--panel-secret", "k"}, "--sandbox-id is required"},
+		{[]string{"serve", "--resolution", "1024x768x16"}, "depth must be 24"},
+		{[]string{"start", "--url", "--renderer-cmd-prefix=x"}, "no scheme"},
+		{[]string{"start", "--url", "chrome://settings"}, "not allowed"},
+		{[]string{"serve", "--panel-secret", "k", "--panel-secret-file", "/etc/hostname", "--sandbox-id", "s"}, "give one"},
+		{[]string{"serve", "--panel-secret-file", "/nonexistent/key", "--sandbox-id", "s"}, "no such file"},
+		{[]string{"serve", "--max-viewers", "0"}, "max-viewers"},
 	}
 	for _, tt := range tests {
 		var stdout, stderr bytes.Buffer

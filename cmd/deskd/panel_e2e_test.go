@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,6 +31,9 @@ import (
 )
 
 const e2eSecret = "e2e-panel-secret"
+
+// e2eKey is sandbox sb1's own panel key: what its deskd holds.
+var e2eKey = panel.SandboxKey([]byte(e2eSecret), "sb1")
 
 // testPage is what the desktop's Chromium shows: flat colours and text.
 const testPage = `data:text/html,<body style='margin:0;background:%23204080'><div style='position:fixed;left:0;top:0;width:50%;height:50%;background:%23ff8800'></div><h1 style='position:fixed;top:60%;left:10%;color:white;font:48px sans-serif'>deskd 0123</h1><input id='i' style='position:fixed;right:5%;bottom:5%;font-size:24px'><script>window.clicks=0;document.body.onclick=e=>{window.clicks++;document.getElementById('i').focus()}</script></body>`
@@ -55,8 +59,11 @@ func gateway(t *testing.T, sandboxes map[string]*url.URL) string {
 func serveDeskd(t *testing.T, e *install) *url.URL {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, deskdBin, append([]string{"serve", "--sandbox-id", "sb1"}, e.flags...)...)
-	cmd.Env = append(os.Environ(), "DESKD_PANEL_SECRET="+e2eSecret)
+	keyFile := filepath.Join(testenv.TempDir(t), "panel.key")
+	if err := os.WriteFile(keyFile, []byte(e2eKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, deskdBin, append([]string{"serve", "--sandbox-id", "sb1", "--panel-secret-file", keyFile}, e.flags...)...)
 	var logs bytes.Buffer
 	cmd.Stderr = &logs
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
@@ -154,7 +161,7 @@ func TestPanelInBrowser(t *testing.T) {
 	// Bad, expired, tampered tokens: 403 and nothing else, at the
 	// gateway and at deskd itself.
 	tok, _, _ := panel.SplitPath(strings.TrimPrefix(sr.DesktopURL, gw))
-	expired, _ := panel.Mint([]byte(e2eSecret), panel.Claims{SID: "sb1", Port: deskdPort(deskd), Exp: time.Now().Add(-time.Minute).Unix()})
+	expired, _ := panel.Mint([]byte(e2eKey), panel.Claims{SID: "sb1", Port: deskdPort(deskd), Exp: time.Now().Add(-time.Minute).Unix()})
 	forged, _ := panel.Mint([]byte("not-the-secret"), panel.Claims{SID: "sb1", Port: deskdPort(deskd), Exp: time.Now().Add(time.Hour).Unix()})
 	for name, bad := range map[string]string{
 		"tampered": tok[:len(tok)-3] + "abc", "expired": expired, "forged": forged, "garbage": "x.y",

@@ -38,6 +38,7 @@ type Daemon struct {
 	tcp   net.Listener
 	unix  net.Listener
 	vnc   net.Listener // optional, loopback
+	ops   net.Listener // optional: /healthz and /metrics only
 	sp    *proc.Spawner
 	stack *desktop.Stack
 	term  *term.Manager
@@ -68,10 +69,17 @@ func NewDaemon(cfg *Config, stderr io.Writer) (*Daemon, error) {
 	if d.tcp, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
 	}
+	d.tcp = web.LimitListener(d.tcp, cfg.MaxConns)
 	if cfg.VNCListen != "" {
 		if d.vnc, err = net.Listen("tcp", cfg.VNCListen); err != nil {
 			return nil, fmt.Errorf("vnc listen: %w", err)
 		}
+	}
+	if cfg.OpsListen != "" {
+		if d.ops, err = net.Listen("tcp", cfg.OpsListen); err != nil {
+			return nil, fmt.Errorf("ops listen: %w", err)
+		}
+		d.ops = web.LimitListener(d.ops, 64)
 	}
 	sock := filepath.Join(cfg.RunDir, controlSock)
 	_ = os.Remove(sock) // stale: we hold the lifetime lock
@@ -109,19 +117,24 @@ func NewDaemon(cfg *Config, stderr io.Writer) (*Daemon, error) {
 		return nil, err
 	}
 	port := web.ListenerPort(d.tcp)
-	var origins []string
-	for _, o := range strings.Split(cfg.AllowOrigin, ",") {
-		if o = strings.TrimSpace(o); o != "" {
-			origins = append(origins, o)
-		}
-	}
 	d.web = web.New(web.Config{
 		Stack: d.stack, Terminal: d.term, Logger: d.log.With("part", "web"), PanelSecret: []byte(cfg.PanelSecret),
-		SandboxID: cfg.SandboxID, HTTPPort: port, BaseURL: "http://" + d.tcp.Addr().String(), AllowOrigins: origins,
-		CDPPing: cfg.CDPPing, VNCPassword: cfg.VNCPassword,
+		SandboxID: cfg.SandboxID, HTTPPort: port, BaseURL: "http://" + d.tcp.Addr().String(), AllowOrigins: splitList(cfg.AllowOrigin),
+		AllowHosts: splitList(cfg.AllowHost), CDPPing: cfg.CDPPing, WSPing: cfg.WSPing, VNCPassword: cfg.VNCPassword,
+		MaxViewers: cfg.MaxViewers,
 	})
 	ok = true
 	return d, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, o := range strings.Split(s, ",") {
+		if o = strings.TrimSpace(o); o != "" {
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 func newLogger(cfg *Config, w io.Writer) *slog.Logger {
@@ -145,13 +158,20 @@ func (d *Daemon) Addr() net.Addr { return d.tcp.Addr() }
 func (d *Daemon) Run(ctx context.Context) error {
 	d.log.Info("deskd serving", "addr", d.tcp.Addr().String(), "run_dir", d.cfg.RunDir,
 		"panel", d.cfg.PanelSecret != "", "pid", os.Getpid())
-	servers := []*http.Server{
-		{Handler: d.web.Handler(), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10,
-			ErrorLog: slog.NewLogLogger(d.log.Handler(), slog.LevelWarn)},
-		{Handler: d.web.ControlHandler(), ReadHeaderTimeout: 10 * time.Second, MaxHeaderBytes: 64 << 10,
-			ErrorLog: slog.NewLogLogger(d.log.Handler(), slog.LevelWarn)},
+	server := func(h http.Handler) *http.Server {
+		// Headers within 10 s (slowloris), an idle keep-alive connection
+		// 120 s, at most --max-conns open (the listener); WebSockets are
+		// hijacked (deadlines cleared) and live by their own pings.
+		return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
+			IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10,
+			ErrorLog: slog.NewLogLogger(d.log.Handler(), slog.LevelWarn)}
 	}
+	servers := []*http.Server{server(d.web.Handler()), server(d.web.ControlHandler())}
 	listeners := []net.Listener{d.tcp, d.unix}
+	if d.ops != nil {
+		servers = append(servers, server(d.web.OpsHandler()))
+		listeners = append(listeners, d.ops)
+	}
 	errc := make(chan error, len(servers))
 	var wg sync.WaitGroup
 	for i, srv := range servers {
@@ -208,6 +228,9 @@ func (d *Daemon) closeListeners() {
 	}
 	if d.vnc != nil {
 		d.vnc.Close()
+	}
+	if d.ops != nil {
+		d.ops.Close()
 	}
 	if d.lock != nil {
 		d.lock.Close()

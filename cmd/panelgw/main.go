@@ -29,7 +29,7 @@ func main() {
 	defer stop()
 	m := &Main{}
 	if err := m.ParseFlags(os.Args[1:], os.Stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+		if errors.Is(err, flag.ErrHelp) || errors.Is(err, errPrinted) {
 			os.Exit(0)
 		}
 		fmt.Fprintln(os.Stderr, "panelgw:", err)
@@ -43,6 +43,7 @@ func main() {
 
 // Main is panelgw, apart from process globals.
 type Main struct {
+	Stdout    io.Writer // default os.Stdout
 	Listen    string
 	Config    panel.GatewayConfig
 	listener  net.Listener
@@ -69,20 +70,30 @@ func env(name, def string) string {
 	return def
 }
 
-// ParseFlags reads flags with PANELGW_* env fallbacks (the secret also
-// from DESKD_PANEL_SECRET, which the sandbox's deskd shares).
+// errPrinted ends a run that only printed something (--print-key).
+var errPrinted = errors.New("printed")
+
+// ParseFlags reads flags with PANELGW_* env fallbacks.
 func (m *Main) ParseFlags(args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("panelgw", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	m.sandboxes = sandboxFlag{}
 	fs.StringVar(&m.Listen, "listen", env("PANELGW_LISTEN", "127.0.0.1:8081"), "address to serve (env PANELGW_LISTEN)")
-	secret := fs.String("secret", env("PANELGW_SECRET", os.Getenv("DESKD_PANEL_SECRET")), "HMAC secret shared with deskd (env PANELGW_SECRET or DESKD_PANEL_SECRET)")
+	secret := fs.String("secret", env("PANELGW_SECRET", ""), "master secret; each sandbox's deskd holds only its own key, derived from it (see --print-key) (env PANELGW_SECRET)")
 	fs.Var(m.sandboxes, "sandbox", "ID=URL of a sandbox's deskd, repeatable (env PANELGW_SANDBOXES, comma separated; default local=http://127.0.0.1:8080)")
 	ttl := fs.Duration("ttl", time.Hour, "lifetime of minted tokens")
 	fs.StringVar(&m.Config.PublicURL, "public-url", env("PANELGW_PUBLIC_URL", ""), "public base URL for returned links (env PANELGW_PUBLIC_URL)")
 	fs.StringVar(&m.Config.APIKey, "api-key", env("PANELGW_API_KEY", ""), "bearer key required on /sandboxes (env PANELGW_API_KEY)")
+	printKey := fs.String("print-key", "", "print the panel key of sandbox ID (give it to that sandbox's deskd as --panel-secret-file) and exit")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *printKey != "" {
+		if *secret == "" {
+			return errors.New("--print-key needs --secret")
+		}
+		fmt.Fprintln(m.out(), panel.SandboxKey([]byte(*secret), *printKey))
+		return errPrinted
 	}
 	if len(m.sandboxes) == 0 {
 		list := env("PANELGW_SANDBOXES", "local=http://127.0.0.1:8080")
@@ -100,6 +111,13 @@ func (m *Main) ParseFlags(args []string, stderr io.Writer) error {
 	m.Config.TTL = *ttl
 	m.Config.Logger = slog.New(slog.NewTextHandler(stderr, nil))
 	return nil
+}
+
+func (m *Main) out() io.Writer {
+	if m.Stdout != nil {
+		return m.Stdout
+	}
+	return os.Stdout
 }
 
 // Run serves until ctx ends.
