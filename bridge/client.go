@@ -201,10 +201,12 @@ func (c *client) readLoop(ctx context.Context, br *bufio.Reader) error {
 		case msgKeyEvent, msgQEMU:
 			if !c.viewOnly && m.Keysym != 0 {
 				c.s.screen.Key(m.Keysym, m.Down)
+				c.s.noteInput()
 			}
 		case msgPointerEvent:
 			if !c.viewOnly {
 				c.s.screen.Pointer(m.X, m.Y, m.Buttons)
+				c.s.noteInput()
 			}
 		case msgClientCutText:
 			if err := c.clientCutText(m); err != nil {

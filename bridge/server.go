@@ -68,6 +68,9 @@ type Config struct {
 	// WriteTimeout bounds each write to a viewer (default 30 s): a
 	// viewer that stops reading is dropped and its memory freed.
 	WriteTimeout time.Duration
+	// OnInput, when set, is called (briefly, from a viewer's reader)
+	// after a viewer's key or pointer event reached the screen.
+	OnInput func()
 }
 
 // DefaultMaxViewers is Config.MaxViewers' default.
@@ -137,6 +140,12 @@ func NewServer(screen Screen, cfg Config) (*Server, error) {
 		go s.clipboardLoop(cs)
 	}
 	return s, nil
+}
+
+func (s *Server) noteInput() {
+	if s.cfg.OnInput != nil {
+		s.cfg.OnInput()
+	}
 }
 
 // Close stops the capture loop and ends the connections.

@@ -316,3 +316,51 @@ func waitCount(t *testing.T, m *Manager, want int) {
 		time.Sleep(10 * time.Millisecond) // sessions end in other goroutines
 	}
 }
+
+func TestExec(t *testing.T) {
+	sp := proc.NewSpawner()
+	defer sp.Close()
+	m, err := NewManager(Config{Shell: "/bin/bash", Spawner: sp, Home: t.TempDir(), Env: []string{"GREETING=hi"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	tests := []struct {
+		cmd       string
+		timeout   time.Duration
+		max       int
+		wantOut   string
+		wantCode  int
+		timedOut  bool
+		truncated bool
+	}{
+		{"echo $GREETING; tty >/dev/null && echo tty", 5 * time.Second, 0, "hi\r\ntty\r\n", 0, false, false},
+		{"exit 7", 5 * time.Second, 0, "", 7, false, false},
+		{"yes | head -c 100000", 5 * time.Second, 1000, "y\r\ny", 0, false, true},
+		{"sleep 30 & sleep 30", 300 * time.Millisecond, 0, "", -1, true, false},
+	}
+	for _, tt := range tests {
+		t0 := time.Now()
+		r, err := m.Exec(t.Context(), tt.cmd, tt.timeout, tt.max)
+		if err != nil {
+			t.Fatalf("%q: %v", tt.cmd, err)
+		}
+		if !strings.HasPrefix(r.Output, tt.wantOut) || r.ExitCode != tt.wantCode || r.TimedOut != tt.timedOut || r.Truncated != tt.truncated {
+			t.Errorf("%q = %+v (%.40q); want code %d timedOut %v truncated %v output %q", tt.cmd, r, r.Output, tt.wantCode, tt.timedOut, tt.truncated, tt.wantOut)
+		}
+		if tt.max > 0 && len(r.Output) > tt.max {
+			t.Errorf("%q: %d bytes kept, bound %d", tt.cmd, len(r.Output), tt.max)
+		}
+		if d := time.Since(t0); d > tt.timeout+3*time.Second {
+			t.Errorf("%q took %v", tt.cmd, d)
+		}
+	}
+	for _, bad := range []struct {
+		cmd string
+		d   time.Duration
+	}{{"", time.Second}, {"true", 0}, {"true", time.Hour}, {strings.Repeat("x", MaxExecCommand+1), time.Second}} {
+		if _, err := m.Exec(t.Context(), bad.cmd, bad.d, 0); err == nil {
+			t.Errorf("Exec(%.20q, %v) accepted", bad.cmd, bad.d)
+		}
+	}
+}

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/cubepod/deskd/internal/testenv"
 	"github.com/cubepod/deskd/panel"
 	"github.com/cubepod/deskd/proc"
-	"github.com/cubepod/deskd/internal/testenv"
 	"github.com/cubepod/deskd/term"
 	dto "github.com/prometheus/client_model/go"
 )

@@ -72,6 +72,9 @@ type Server struct {
 	control  http.Handler // for the local control socket: no panel check
 
 	rfb      rfbHolder
+	comp     computerHolder
+	lease    lease
+	human    humanInput
 	fit      browserFit
 	base     context.Context // ends at Close: WebSockets hang off it
 	cancel   context.CancelFunc
@@ -107,6 +110,9 @@ func (s *Server) Close() {
 	s.rfb.mu.Lock()
 	s.rfb.close()
 	s.rfb.mu.Unlock()
+	s.comp.mu.Lock()
+	s.comp.close()
+	s.comp.mu.Unlock()
 }
 
 // Handler is the public handler, for the TCP listener.
@@ -156,6 +162,11 @@ func (s *Server) routes() *http.ServeMux {
 	mux.HandleFunc("GET /cdp", s.requireFull(s.cdpBrowser))
 	mux.HandleFunc("GET /cdp/{$}", s.requireFull(s.cdpBrowser))
 	mux.HandleFunc("GET /cdp/devtools/", s.requireFull(s.cdpDevtools))
+	s.computerRoutes(mux)
+	mcpH := s.mcpHandler()
+	for _, m := range []string{"POST", "GET", "DELETE"} { // stateless: GET and DELETE answer 405
+		mux.Handle(m+" /mcp", mcpH)
+	}
 	mux.Handle("GET /", assetHandler(s.log))
 	return mux
 }

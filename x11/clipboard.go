@@ -1,6 +1,7 @@
 package x11
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -62,6 +63,7 @@ type clipboard struct {
 
 	events  chan xgb.Event // from Screen.events
 	set     chan string    // from SetClipboard, newest wins
+	setSync chan clipSet   // from SetClipboardSync
 	changed chan string    // to the viewers, newest wins
 
 	text    []byte               // what we serve for the selections we own
@@ -71,8 +73,15 @@ type clipboard struct {
 	pending xproto.Atom // a selection whose owner changed while we were reading another
 }
 
+// clipSet is a SetClipboardSync request: done gets the result once the
+// server has made us the owner.
+type clipSet struct {
+	text string
+	done chan error
+}
+
 func newClipboard(s *Screen) (*clipboard, error) {
-	cb := &clipboard{s: s, c: s.c, events: make(chan xgb.Event, clipEventsCap), set: make(chan string, 1),
+	cb := &clipboard{s: s, c: s.c, events: make(chan xgb.Event, clipEventsCap), set: make(chan string, 1), setSync: make(chan clipSet),
 		changed: make(chan string, 1), out: map[outKey]*outgoing{}, owned: map[xproto.Atom]bool{}}
 	names := []struct {
 		a    *xproto.Atom
@@ -141,6 +150,10 @@ func (cb *clipboard) run(done <-chan struct{}) {
 			return
 		case t := <-cb.set:
 			cb.own(t)
+		case r := <-cb.setSync:
+			cb.own(r.text)
+			_, err := xproto.GetInputFocus(cb.c).Reply() // the server has processed the ownership
+			r.done <- err
 		case ev := <-cb.events:
 			cb.handle(ev)
 		case now := <-tick.C:
@@ -386,6 +399,28 @@ func (s *Screen) SetClipboard(text string) error {
 		return nil
 	case <-s.done:
 		return errors.New("x11: screen closed")
+	}
+}
+
+// SetClipboardSync is SetClipboard that returns once the X server has
+// made us the owner, so a paste right after it gets text.
+func (s *Screen) SetClipboardSync(ctx context.Context, text string) error {
+	if len(text) > MaxClipboard {
+		return fmt.Errorf("x11: clipboard text of %d bytes (max %d)", len(text), MaxClipboard)
+	}
+	r := clipSet{text: text, done: make(chan error, 1)}
+	select {
+	case s.clip.setSync <- r:
+	case <-s.done:
+		return errors.New("x11: screen closed")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-r.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 

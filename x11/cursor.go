@@ -5,6 +5,7 @@ import (
 	"image"
 
 	"github.com/jezek/xgb/xfixes"
+	"github.com/jezek/xgb/xproto"
 )
 
 // CursorImage reads the pointer's shape (XFIXES GetCursorImage) as
@@ -32,3 +33,12 @@ func (s *Screen) CursorImage() (*image.NRGBA, image.Point, error) {
 
 // CursorChanged is signalled (without blocking) when the shape changes.
 func (s *Screen) CursorChanged() <-chan struct{} { return s.cursorCh }
+
+// CursorPosition is where the pointer is on the screen.
+func (s *Screen) CursorPosition() (image.Point, error) {
+	r, err := xproto.QueryPointer(s.c, s.root).Reply()
+	if err != nil {
+		return image.Point{}, fmt.Errorf("x11: query pointer: %w", err)
+	}
+	return image.Pt(int(r.RootX), int(r.RootY)), nil
+}

@@ -73,13 +73,7 @@ func (s *Screen) bind(ks xproto.Keysym) (xproto.Keycode, error) {
 	if n := len(sp.free); n > 0 {
 		kc = sp.free[n-1]
 	} else {
-		oldest := uint64(0)
-		for c, t := range sp.used {
-			if !sp.down[c] && (kc == 0 || t < oldest) {
-				kc, oldest = c, t
-			}
-		}
-		if kc == 0 {
+		if kc = s.lruVictim(nil); kc == 0 {
 			return 0, fmt.Errorf("x11: no spare keycode for keysym %#x (all %d are held down)", ks, len(sp.used))
 		}
 	}
@@ -150,4 +144,52 @@ func (s *Screen) Key(keysym uint32, down bool) error {
 		xtest.FakeInput(s.c, xproto.KeyRelease, byte(s.shiftKey), 0, s.root, 0, 0, 0)
 	}
 	return s.sync()
+}
+
+// PrepareKeys makes keysyms typeable ahead of typing them: each one no
+// key produces gets a spare keycode now. Applications apply a mapping
+// change when its MappingNotify reaches them, with no event back to say
+// so; binding first and typing after a pause keeps them from reading a
+// key with a stale mapping. It stops before a binding would take back a
+// keycode it bound for an earlier keysym of this call, and returns how
+// many of keysyms (from the start) are ready and whether any binding
+// changed.
+func (s *Screen) PrepareKeys(keysyms []uint32) (ready int, changed bool, err error) {
+	s.inMu.Lock()
+	defer s.inMu.Unlock()
+	mine := map[xproto.Keycode]bool{}
+	for i, k := range keysyms {
+		ks := xproto.Keysym(k)
+		kc, _, ok := s.lookup(ks)
+		if !ok {
+			if len(s.spares.free) == 0 && s.lruVictim(mine) == 0 {
+				return i, changed, nil
+			}
+			if kc, err = s.bind(ks); err != nil {
+				return i, changed, err
+			}
+			changed = true
+		}
+		if _, lent := s.spares.sym[kc]; lent {
+			mine[kc] = true
+			s.spares.noteKey(kc, s.spares.down[kc])
+		}
+	}
+	return len(keysyms), changed, nil
+}
+
+// lruVictim is the keycode bind would take back, unless it is in keep.
+func (s *Screen) lruVictim(keep map[xproto.Keycode]bool) xproto.Keycode {
+	sp := &s.spares
+	var kc xproto.Keycode
+	oldest := uint64(0)
+	for c, t := range sp.used {
+		if !sp.down[c] && (kc == 0 || t < oldest) {
+			kc, oldest = c, t
+		}
+	}
+	if keep[kc] {
+		return 0
+	}
+	return kc
 }

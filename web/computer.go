@@ -1,0 +1,468 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cubepod/deskd/computer"
+	"github.com/cubepod/deskd/desktop"
+	"github.com/cubepod/deskd/x11"
+)
+
+// Computer-use routes (under the panel like everything else):
+//
+//	GET  computer/info                 geometry, cursor position, lease
+//	GET  computer/screenshot?format=png|jpeg&quality=&max_long_edge=&cursor=1&region=x0,y0,x1,y1&settle_ms=&encoding=json
+//	POST computer/actions              {actions: [Anthropic actions], screenshot: "after"|"none", settle_ms, ...}
+//	POST computer/compat/openai        {actions: [OpenAI actions], ...}
+//	POST computer/compat/aio           one AIO action, or {actions: [...]}
+//	GET  computer/clipboard, PUT computer/clipboard {text}
+//
+// A view token may read info and take screenshots; everything else needs
+// a full one. The first call starts the desktop.
+
+// computerHolder keeps one Computer per X display, over an X connection
+// of its own (its damage tells when the screen settles).
+type computerHolder struct {
+	mu      sync.Mutex
+	display string
+	screen  *x11.Screen
+	comp    *computer.Computer
+}
+
+func (h *computerHolder) close() {
+	if h.comp != nil {
+		h.comp.Close()
+		h.screen.Close()
+		h.comp, h.screen, h.display = nil, nil, ""
+	}
+}
+
+// computer starts the desktop if needed and returns the Computer for its
+// display.
+func (s *Server) computer(ctx context.Context) (*computer.Computer, error) {
+	st := s.cfg.Stack.Status()
+	if st.Status != desktop.StatusRunning {
+		ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+		defer cancel()
+		var err error
+		if st, err = s.Activate(ctx, desktop.StartOptions{}); err != nil {
+			return nil, err
+		}
+	}
+	if st.Display == "" {
+		return nil, errors.New("desktop has no display")
+	}
+	h := &s.comp
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.comp != nil && h.display == st.Display {
+		select {
+		case <-h.comp.Done(): // its X connection died: start over
+		default:
+			return h.comp, nil
+		}
+	}
+	h.close()
+	scr, err := x11.OpenScreen(st.Display, s.log.With("part", "computer"))
+	if err != nil {
+		return nil, err
+	}
+	h.display, h.screen, h.comp = st.Display, scr, computer.New(scr, computer.Config{Logger: s.log.With("part", "computer")})
+	return h.comp, nil
+}
+
+// lease lets one agent at a time drive the pointer and keyboard.
+type lease struct {
+	mu     sync.Mutex
+	holder string
+	until  time.Time
+}
+
+// LeaseTTL is how long an agent keeps the desktop after its last action.
+const LeaseTTL = 10 * time.Second
+
+// take gives the lease to holder unless another holds it; it returns the
+// other holder and the time left otherwise.
+func (l *lease) take(holder string, now time.Time, d time.Duration) (string, time.Duration, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.holder != "" && l.holder != holder && now.Before(l.until) {
+		return l.holder, l.until.Sub(now), false
+	}
+	l.holder, l.until = holder, now.Add(d)
+	return "", 0, true
+}
+
+func (l *lease) state(now time.Time) (string, time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.holder == "" || !now.Before(l.until) {
+		return "", 0
+	}
+	return l.holder, l.until.Sub(now)
+}
+
+// agentID names the caller for the lease: its X-Agent-Id (printable, at
+// most 64 bytes) or its panel session.
+func agentID(r *http.Request) string {
+	if id := r.Header.Get("X-Agent-Id"); id != "" && len(id) <= 64 && printable(id) {
+		return id
+	}
+	return sessionKeyFrom(r)
+}
+
+func printable(s string) bool {
+	for _, c := range s {
+		if c < 0x20 || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// humanInput records when a desktop viewer last typed or moved the pointer.
+type humanInput struct{ last atomic.Int64 }
+
+func (h *humanInput) note()                  { h.last.Store(time.Now().UnixNano()) }
+func (h *humanInput) since(t time.Time) bool { return h.last.Load() >= t.UnixNano() }
+
+func (s *Server) computerRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /computer/info", s.computerInfo)
+	mux.HandleFunc("GET /computer/screenshot", s.computerScreenshot)
+	mux.HandleFunc("POST /computer/actions", s.requireFull(requireJSON(s.computerActions("anthropic"))))
+	mux.HandleFunc("POST /computer/compat/openai", s.requireFull(requireJSON(s.computerActions("openai"))))
+	mux.HandleFunc("POST /computer/compat/aio", s.requireFull(requireJSON(s.computerActions("aio"))))
+	mux.HandleFunc("GET /computer/clipboard", s.requireFull(s.computerClipboard))
+	mux.HandleFunc("PUT /computer/clipboard", s.requireFull(requireJSON(s.computerClipboard)))
+	mux.HandleFunc("GET /computer/", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such computer endpoint: " + r.URL.Path})
+	})
+}
+
+func apiError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, map[string]string{"error": msg})
+}
+
+// computerOr answers 503 when the desktop cannot be had.
+func (s *Server) computerOr(w http.ResponseWriter, r *http.Request) *computer.Computer {
+	c, err := s.computer(r.Context())
+	if err != nil {
+		apiError(w, http.StatusServiceUnavailable, "desktop not available: "+err.Error())
+		return nil
+	}
+	return c
+}
+
+type infoAnswer struct {
+	computer.Geometry
+	Cursor []int  `json:"cursor"`
+	Lease  string `json:"lease_holder,omitempty"`
+	LeaseS int    `json:"lease_expires_in_ms,omitempty"`
+}
+
+func (s *Server) computerInfo(w http.ResponseWriter, r *http.Request) {
+	c := s.computerOr(w, r)
+	if c == nil {
+		return
+	}
+	p, err := c.CursorPosition()
+	if err != nil {
+		apiError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	a := infoAnswer{Geometry: c.Geometry(), Cursor: []int{p.X, p.Y}}
+	holder, left := s.lease.state(time.Now())
+	a.Lease, a.LeaseS = holder, int(left/time.Millisecond)
+	writeJSON(w, http.StatusOK, a)
+}
+
+// shotQuery parses the screenshot options of a query, with bounds.
+func shotQuery(q map[string][]string) (computer.ShotOptions, error) {
+	get := func(k string) string {
+		if v := q[k]; len(v) > 0 {
+			return v[0]
+		}
+		return ""
+	}
+	o := computer.ShotOptions{Format: get("format"), Cursor: get("cursor") == "1" || get("cursor") == "true"}
+	if o.Format == "jpg" {
+		o.Format = "jpeg"
+	}
+	num := func(k string, lo, hi int, dst *int) error {
+		v := get(k)
+		if v == "" {
+			return nil
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < lo || n > hi {
+			return fmt.Errorf("%s=%.20q: want %d-%d", k, v, lo, hi)
+		}
+		*dst = n
+		return nil
+	}
+	if err := num("quality", 1, 100, &o.Quality); err != nil {
+		return o, err
+	}
+	if err := num("max_long_edge", 16, x11.MaxDimension, &o.MaxLongEdge); err != nil {
+		return o, err
+	}
+	if err := num("max_pixels", 256, x11.MaxDimension*x11.MaxDimension, &o.MaxPixels); err != nil {
+		return o, err
+	}
+	if v := get("region"); v != "" {
+		reg, err := computer.ParseRegion(v)
+		if err != nil {
+			return o, err
+		}
+		o.Region = reg
+	}
+	return o, nil
+}
+
+// shotJSON is a screenshot in a JSON answer.
+type shotJSON struct {
+	Format string  `json:"format"`
+	Width  int     `json:"width"`
+	Height int     `json:"height"`
+	Scale  float64 `json:"scale"`
+	Data   []byte  `json:"data"` // base64
+}
+
+func toShotJSON(s *computer.Shot) *shotJSON {
+	if s == nil || s.Data == nil {
+		return nil
+	}
+	return &shotJSON{Format: s.Format, Width: s.ImageWidth, Height: s.ImageHeight, Scale: s.Scale, Data: s.Data}
+}
+
+func (s *Server) computerScreenshot(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	o, err := shotQuery(q)
+	if err != nil {
+		apiError(w, http.StatusBadRequest, "bad screenshot request: "+err.Error())
+		return
+	}
+	settle := 0
+	if v := q.Get("settle_ms"); v != "" {
+		if settle, err = strconv.Atoi(v); err != nil || settle < 0 || settle > 10000 {
+			apiError(w, http.StatusBadRequest, "bad screenshot request: settle_ms: want 0-10000")
+			return
+		}
+	}
+	c := s.computerOr(w, r)
+	if c == nil {
+		return
+	}
+	settled := true
+	if settle > 0 {
+		settled = c.Settle(r.Context(), time.Duration(settle)*time.Millisecond, 0)
+	}
+	shot, err := c.Screenshot(o)
+	if err != nil {
+		code := http.StatusInternalServerError
+		if errors.Is(err, computer.ErrOutOfRange) || strings.Contains(err.Error(), "format") || strings.Contains(err.Error(), "quality") {
+			code = http.StatusBadRequest
+		}
+		apiError(w, code, "screenshot: "+err.Error())
+		return
+	}
+	if q.Get("encoding") == "json" {
+		writeJSON(w, http.StatusOK, map[string]any{"image": toShotJSON(&shot), "screen_width": shot.ScreenWidth,
+			"screen_height": shot.ScreenHeight, "settled": settled})
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", shot.MIME())
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Screen-Width", strconv.Itoa(shot.ScreenWidth))
+	h.Set("X-Screen-Height", strconv.Itoa(shot.ScreenHeight))
+	h.Set("X-Image-Width", strconv.Itoa(shot.ImageWidth))
+	h.Set("X-Image-Height", strconv.Itoa(shot.ImageHeight))
+	h.Set("X-Scale", strconv.FormatFloat(shot.Scale, 'f', 6, 64))
+	h.Set("X-Settled", strconv.FormatBool(settled))
+	w.Write(shot.Data)
+}
+
+// maxActionsBody bounds an actions request (typed text is 64 KiB at most
+// per action).
+const maxActionsBody = 1 << 20
+
+// actionsRequest is the body of the actions endpoints; Actions is in the
+// vocabulary of the endpoint.
+type actionsRequest struct {
+	Actions     json.RawMessage `json:"actions"`
+	Screenshot  string          `json:"screenshot,omitempty"` // "after" or "none" (default)
+	SettleMs    int             `json:"settle_ms,omitempty"`
+	SettleMaxMs int             `json:"settle_max_ms,omitempty"`
+	Format      string          `json:"format,omitempty"`
+	Quality     int             `json:"quality,omitempty"`
+	Cursor      bool            `json:"cursor,omitempty"`
+}
+
+// ActionsAnswer is what the actions endpoints return.
+type ActionsAnswer struct {
+	OK         bool              `json:"ok"`
+	Error      string            `json:"error,omitempty"`
+	Results    []actionResult    `json:"results"`
+	Screenshot *shotJSON         `json:"screenshot,omitempty"`
+	Settled    *bool             `json:"settled,omitempty"`
+	HumanInput bool              `json:"human_input"` // a desktop viewer typed or pointed meanwhile
+	Geometry   computer.Geometry `json:"geometry"`
+}
+
+type actionResult struct {
+	computer.Result
+	Image *shotJSON `json:"image,omitempty"`
+}
+
+// planFor parses body's actions in the endpoint's vocabulary.
+func planFor(c *computer.Computer, vocab string, body []byte, req *actionsRequest) (computer.Plan, error) {
+	if vocab == "aio" && !strings.Contains(string(body), `"actions"`) {
+		as, err := computer.UnmarshalAIO(body)
+		if err != nil {
+			return computer.Plan{}, err
+		}
+		return c.PlanAIO(as)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(req); err != nil {
+		return computer.Plan{}, err
+	}
+	if len(req.Actions) == 0 {
+		return computer.Plan{}, errors.New("actions is required")
+	}
+	switch vocab {
+	case "openai":
+		var as []computer.OpenAIAction
+		if err := json.Unmarshal(req.Actions, &as); err != nil {
+			return computer.Plan{}, fmt.Errorf("actions: %w", err)
+		}
+		return c.PlanOpenAI(as)
+	case "aio":
+		var as []computer.AIOAction
+		if err := json.Unmarshal(req.Actions, &as); err != nil {
+			return computer.Plan{}, fmt.Errorf("actions: %w", err)
+		}
+		return c.PlanAIO(as)
+	}
+	var as []computer.Action
+	if err := json.Unmarshal(req.Actions, &as); err != nil {
+		return computer.Plan{}, fmt.Errorf("actions: %w", err)
+	}
+	return c.PlanActions(as)
+}
+
+func (s *Server) computerActions(vocab string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxActionsBody))
+		if err != nil {
+			apiError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("actions request over %d bytes", maxActionsBody))
+			return
+		}
+		c := s.computerOr(w, r)
+		if c == nil {
+			return
+		}
+		var req actionsRequest
+		plan, err := planFor(c, vocab, body, &req)
+		if err != nil {
+			apiError(w, http.StatusBadRequest, "bad actions request: "+err.Error())
+			return
+		}
+		if req.Screenshot != "" && req.Screenshot != "after" && req.Screenshot != "none" {
+			apiError(w, http.StatusBadRequest, `bad actions request: screenshot: want "after" or "none"`)
+			return
+		}
+		if req.SettleMs < 0 || req.SettleMs > 10000 || req.SettleMaxMs < 0 || req.SettleMaxMs > 30000 {
+			apiError(w, http.StatusBadRequest, "bad actions request: settle_ms 0-10000, settle_max_ms 0-30000")
+			return
+		}
+		so := computer.ShotOptions{Format: req.Format, Quality: req.Quality, Cursor: req.Cursor}
+		if so.Format == "jpg" {
+			so.Format = "jpeg"
+		}
+		if so.Format != "" && so.Format != "png" && so.Format != "jpeg" || so.Quality < 0 || so.Quality > 100 {
+			apiError(w, http.StatusBadRequest, "bad actions request: format png or jpeg, quality 1-100")
+			return
+		}
+		ans, code := s.runPlan(r.Context(), c, agentID(r), plan, so, req.Screenshot == "after",
+			time.Duration(req.SettleMs)*time.Millisecond, time.Duration(req.SettleMaxMs)*time.Millisecond)
+		writeJSON(w, code, ans)
+	}
+}
+
+// runPlan runs plan under the lease for holder, then takes the settled
+// screenshot when asked. The code is 409 when another agent holds the
+// lease, else 200 (a failed action is reported in the answer).
+func (s *Server) runPlan(ctx context.Context, c *computer.Computer, holder string, plan computer.Plan, so computer.ShotOptions,
+	shotAfter bool, settle, settleMax time.Duration) (ActionsAnswer, int) {
+	ans := ActionsAnswer{Geometry: c.Geometry(), Results: []actionResult{}}
+	if !plan.ReadOnly() {
+		if other, left, ok := s.lease.take(holder, time.Now(), LeaseTTL+time.Hour); !ok {
+			ans.Error = fmt.Sprintf("busy: agent %q drives the desktop for %v more", other, left.Round(time.Millisecond))
+			return ans, http.StatusConflict
+		}
+		defer s.lease.take(holder, time.Now(), LeaseTTL) // from now on, expires LeaseTTL after the run
+	}
+	start := time.Now()
+	res, err := c.Run(ctx, plan, so)
+	ans.OK = err == nil
+	if err != nil {
+		ans.Error = err.Error()
+	}
+	for _, r := range res {
+		ans.Results = append(ans.Results, actionResult{Result: r, Image: toShotJSON(r.Shot)})
+	}
+	if shotAfter && err == nil {
+		settled := c.Settle(ctx, settle, settleMax)
+		ans.Settled = &settled
+		if shot, err := c.Screenshot(so); err == nil {
+			ans.Screenshot = toShotJSON(&shot)
+		} else {
+			ans.OK, ans.Error = false, "screenshot after: "+err.Error()
+		}
+	}
+	ans.HumanInput = s.human.since(start)
+	return ans, http.StatusOK
+}
+
+func (s *Server) computerClipboard(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPut {
+		var body struct {
+			Text *string `json:"text"`
+		}
+		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, x11.MaxClipboard+1024))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&body); err != nil || body.Text == nil {
+			apiError(w, http.StatusBadRequest, fmt.Sprintf(`bad clipboard request: want {"text": "..."} of at most %d bytes`, x11.MaxClipboard))
+			return
+		}
+		c := s.computerOr(w, r)
+		if c == nil {
+			return
+		}
+		if err := c.SetClipboard(r.Context(), *body.Text); err != nil {
+			apiError(w, http.StatusInternalServerError, err.Error())
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"ok": true})
+		return
+	}
+	c := s.computerOr(w, r)
+	if c == nil {
+		return
+	}
+	text, known := c.Clipboard()
+	writeJSON(w, http.StatusOK, map[string]any{"text": text, "known": known})
+}
