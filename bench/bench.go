@@ -128,6 +128,7 @@ func Run(ctx context.Context, c Config) (Report, error) {
 		{"rfb", "x11vnc + websockify on the same Xvfb", rfbScenario},
 		{"terminal", "ttyd (TTYD=) or a raw PTY read in-process", terminalScenario},
 		{"cdp", "a direct connection to the same Chromium", cdpScenario},
+		{"computer", "xdotool + ImageMagick import spawned per action", computerScenario},
 	} {
 		if len(c.Only) > 0 && !slices.Contains(c.Only, s.name) {
 			continue

@@ -229,24 +229,24 @@ func (c *Computer) SetClipboard(ctx context.Context, text string) error {
 }
 
 // Settle waits until the screen has had no damage for quiet (default
-// Config.SettleQuiet), counting from now at the earliest, and at most max
-// (default Config.SettleMax). It reports whether the screen settled.
-func (c *Computer) Settle(ctx context.Context, quiet, maxWait time.Duration) bool {
+// Config.SettleQuiet) since since (a zero since: any time), and at most
+// maxWait (default Config.SettleMax). After an action, pass its end: a
+// change it causes may still be on its way. It reports whether the
+// screen settled.
+func (c *Computer) Settle(ctx context.Context, since time.Time, quiet, maxWait time.Duration) bool {
 	if quiet <= 0 {
 		quiet = c.cfg.SettleQuiet
 	}
 	if maxWait <= 0 {
 		maxWait = c.cfg.SettleMax
 	}
-	start := time.Now()
-	deadline := start.Add(maxWait)
+	deadline := time.Now().Add(maxWait)
 	for {
 		c.mu.Lock()
-		last := c.lastDamage
+		quietFrom := c.lastDamage
 		c.mu.Unlock()
-		quietFrom := last
-		if start.After(quietFrom) {
-			quietFrom = start // a change may be on its way: wait quiet from now
+		if since.After(quietFrom) {
+			quietFrom = since
 		}
 		ready := quietFrom.Add(quiet)
 		now := time.Now()

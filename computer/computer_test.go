@@ -457,14 +457,60 @@ func TestSettle(t *testing.T) {
 		close(stop)
 	}()
 	t0 := time.Now()
-	if !c.Settle(t.Context(), 0, 2*time.Second) {
+	if !c.Settle(t.Context(), t0, 0, 2*time.Second) {
 		t.Fatal("did not settle")
 	}
 	<-stop
 	if d := time.Since(t0); d < 200*time.Millisecond {
 		t.Fatalf("settled after %v while the screen still changed", d)
 	}
-	if c.Settle(t.Context(), time.Second, 100*time.Millisecond) {
+	if c.Settle(t.Context(), time.Now(), time.Second, 100*time.Millisecond) {
 		t.Fatal("settled within a cap shorter than the quiet time")
 	}
+	// A screen that has been still long enough is settled at once.
+	time.Sleep(60 * time.Millisecond)
+	t1 := time.Now()
+	if !c.Settle(t.Context(), time.Time{}, 50*time.Millisecond, time.Second) || time.Since(t1) > 20*time.Millisecond {
+		t.Fatalf("a still screen took %v to settle", time.Since(t1))
+	}
+}
+
+func FuzzPlanCompat(f *testing.F) {
+	f.Add([]byte(`[{"type":"click","x":5,"y":5,"button":"right"},{"type":"drag","path":[{"x":1,"y":1},{"x":9,"y":9}]},{"type":"scroll","scroll_y":-300}]`), true)
+	f.Add([]byte(`[{"type":"keypress","keys":["CTRL","A"]},{"type":"wait","ms":10}]`), true)
+	f.Add([]byte(`[{"action_type":"MOVE_REL","x_offset":-5,"y_offset":3},{"action_type":"HOTKEY","keys":["ctrl","c"]}]`), false)
+	f.Add([]byte(`[{"action_type":"CLICK","x":1,"y":2,"num_clicks":3},{"action_type":"SCROLL","dx":10,"dy":-500}]`), false)
+	d := newFake(640, 400)
+	c := New(d, Config{})
+	defer c.Close()
+	f.Fuzz(func(t *testing.T, b []byte, openai bool) {
+		var p Plan
+		var err error
+		if openai {
+			var as []OpenAIAction
+			if json.Unmarshal(b, &as) != nil {
+				return
+			}
+			p, err = c.PlanOpenAI(as)
+		} else {
+			as, uerr := UnmarshalAIO(b)
+			if uerr != nil {
+				return
+			}
+			p, err = c.PlanAIO(as)
+		}
+		if err != nil {
+			return
+		}
+		for _, o := range p.ops {
+			for _, pt := range append(o.path, ptOr(o.at)) {
+				if pt.X < 0 || pt.Y < 0 || pt.X >= 640 || pt.Y >= 400 {
+					t.Fatalf("planned %v off the screen", pt)
+				}
+			}
+			if abs(o.dx) > MaxScroll || abs(o.dy) > MaxScroll || o.d > MaxWait || len(o.text) > MaxText || o.count > MaxRepeat {
+				t.Fatalf("bounds exceeded: %+v", o)
+			}
+		}
+	})
 }

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"image"
 	"image/jpeg"
-	"image/png"
+	"runtime"
 	"strconv"
 	"strings"
 )
@@ -102,16 +102,17 @@ func (c *Computer) Screenshot(o ShotOptions) (Shot, error) {
 	if g.ImageWidth != area.Dx() || g.ImageHeight != area.Dy() {
 		img = resample(img, g.ImageWidth, g.ImageHeight)
 	}
-	var buf bytes.Buffer
+	var data []byte
 	if o.Format == "png" {
-		err = (&png.Encoder{CompressionLevel: png.BestSpeed}).Encode(&buf, img)
+		data = encodePNG(img, min(runtime.GOMAXPROCS(0), max(1, img.Rect.Dy()/64)))
 	} else {
-		err = jpeg.Encode(&buf, img, &jpeg.Options{Quality: o.Quality})
+		var buf bytes.Buffer
+		if err := jpeg.Encode(&buf, img, &jpeg.Options{Quality: o.Quality}); err != nil {
+			return Shot{}, fmt.Errorf("encode jpeg: %w", err)
+		}
+		data = buf.Bytes()
 	}
-	if err != nil {
-		return Shot{}, fmt.Errorf("encode %s: %w", o.Format, err)
-	}
-	return Shot{Data: buf.Bytes(), Format: o.Format, Geometry: g, Region: area}, nil
+	return Shot{Data: data, Format: o.Format, Geometry: g, Region: area}, nil
 }
 
 // capture grabs area of the screen as RGBA, with the pointer drawn in

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -198,6 +199,9 @@ func shotQuery(q map[string][]string) (computer.ShotOptions, error) {
 	if o.Format == "jpg" {
 		o.Format = "jpeg"
 	}
+	if o.Format != "" && o.Format != "png" && o.Format != "jpeg" {
+		return o, fmt.Errorf("format=%.20q: want png or jpeg", o.Format)
+	}
 	num := func(k string, lo, hi int, dst *int) error {
 		v := get(k)
 		if v == "" {
@@ -265,7 +269,7 @@ func (s *Server) computerScreenshot(w http.ResponseWriter, r *http.Request) {
 	}
 	settled := true
 	if settle > 0 {
-		settled = c.Settle(r.Context(), time.Duration(settle)*time.Millisecond, 0)
+		settled = c.Settle(r.Context(), time.Time{}, time.Duration(settle)*time.Millisecond, 0)
 	}
 	shot, err := c.Screenshot(o)
 	if err != nil {
@@ -325,42 +329,81 @@ type actionResult struct {
 	Image *shotJSON `json:"image,omitempty"`
 }
 
-// planFor parses body's actions in the endpoint's vocabulary.
-func planFor(c *computer.Computer, vocab string, body []byte, req *actionsRequest) (computer.Plan, error) {
-	if vocab == "aio" && !strings.Contains(string(body), `"actions"`) {
+// decoded is an actions request whose JSON is read; planning it needs
+// the screen's geometry, so the desktop.
+type decoded struct {
+	req       actionsRequest
+	anthropic []computer.Action
+	openai    []computer.OpenAIAction
+	aio       []computer.AIOAction
+}
+
+func (d *decoded) plan(c *computer.Computer) (computer.Plan, error) {
+	switch {
+	case d.openai != nil:
+		return c.PlanOpenAI(d.openai)
+	case d.aio != nil:
+		return c.PlanAIO(d.aio)
+	}
+	return c.PlanActions(d.anthropic)
+}
+
+// decodeActions reads body's actions in the endpoint's vocabulary and
+// checks what can be checked without the desktop.
+func decodeActions(vocab string, body []byte) (*decoded, error) {
+	d := &decoded{}
+	var probe map[string]json.RawMessage
+	if err := json.Unmarshal(body, &probe); err != nil {
+		return nil, err
+	}
+	if _, list := probe["actions"]; vocab == "aio" && !list { // one AIO action
 		as, err := computer.UnmarshalAIO(body)
 		if err != nil {
-			return computer.Plan{}, err
+			return nil, err
 		}
-		return c.PlanAIO(as)
+		d.aio = as
+		return d, nil
 	}
-	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(req); err != nil {
-		return computer.Plan{}, err
+	if err := dec.Decode(&d.req); err != nil {
+		return nil, err
 	}
-	if len(req.Actions) == 0 {
-		return computer.Plan{}, errors.New("actions is required")
+	if len(d.req.Actions) == 0 {
+		return nil, errors.New("actions is required")
 	}
+	var err error
 	switch vocab {
 	case "openai":
-		var as []computer.OpenAIAction
-		if err := json.Unmarshal(req.Actions, &as); err != nil {
-			return computer.Plan{}, fmt.Errorf("actions: %w", err)
+		err = json.Unmarshal(d.req.Actions, &d.openai)
+		if d.openai == nil {
+			d.openai = []computer.OpenAIAction{}
 		}
-		return c.PlanOpenAI(as)
 	case "aio":
-		var as []computer.AIOAction
-		if err := json.Unmarshal(req.Actions, &as); err != nil {
-			return computer.Plan{}, fmt.Errorf("actions: %w", err)
+		err = json.Unmarshal(d.req.Actions, &d.aio)
+		if d.aio == nil {
+			d.aio = []computer.AIOAction{}
 		}
-		return c.PlanAIO(as)
+	default:
+		err = json.Unmarshal(d.req.Actions, &d.anthropic)
 	}
-	var as []computer.Action
-	if err := json.Unmarshal(req.Actions, &as); err != nil {
-		return computer.Plan{}, fmt.Errorf("actions: %w", err)
+	if err != nil {
+		return nil, fmt.Errorf("actions: %w", err)
 	}
-	return c.PlanActions(as)
+	r := &d.req
+	switch {
+	case r.Screenshot != "" && r.Screenshot != "after" && r.Screenshot != "none":
+		return nil, errors.New(`screenshot: want "after" or "none"`)
+	case r.SettleMs < 0 || r.SettleMs > 10000 || r.SettleMaxMs < 0 || r.SettleMaxMs > 30000:
+		return nil, errors.New("settle_ms 0-10000, settle_max_ms 0-30000")
+	}
+	if r.Format == "jpg" {
+		r.Format = "jpeg"
+	}
+	if r.Format != "" && r.Format != "png" && r.Format != "jpeg" || r.Quality < 0 || r.Quality > 100 {
+		return nil, errors.New("format png or jpeg, quality 1-100")
+	}
+	return d, nil
 }
 
 func (s *Server) computerActions(vocab string) http.HandlerFunc {
@@ -370,32 +413,22 @@ func (s *Server) computerActions(vocab string) http.HandlerFunc {
 			apiError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("actions request over %d bytes", maxActionsBody))
 			return
 		}
-		c := s.computerOr(w, r)
-		if c == nil {
-			return
-		}
-		var req actionsRequest
-		plan, err := planFor(c, vocab, body, &req)
+		d, err := decodeActions(vocab, body) // before anything starts
 		if err != nil {
 			apiError(w, http.StatusBadRequest, "bad actions request: "+err.Error())
 			return
 		}
-		if req.Screenshot != "" && req.Screenshot != "after" && req.Screenshot != "none" {
-			apiError(w, http.StatusBadRequest, `bad actions request: screenshot: want "after" or "none"`)
+		c := s.computerOr(w, r)
+		if c == nil {
 			return
 		}
-		if req.SettleMs < 0 || req.SettleMs > 10000 || req.SettleMaxMs < 0 || req.SettleMaxMs > 30000 {
-			apiError(w, http.StatusBadRequest, "bad actions request: settle_ms 0-10000, settle_max_ms 0-30000")
+		plan, err := d.plan(c)
+		if err != nil {
+			apiError(w, http.StatusBadRequest, "bad actions request: "+err.Error())
 			return
 		}
+		req := d.req
 		so := computer.ShotOptions{Format: req.Format, Quality: req.Quality, Cursor: req.Cursor}
-		if so.Format == "jpg" {
-			so.Format = "jpeg"
-		}
-		if so.Format != "" && so.Format != "png" && so.Format != "jpeg" || so.Quality < 0 || so.Quality > 100 {
-			apiError(w, http.StatusBadRequest, "bad actions request: format png or jpeg, quality 1-100")
-			return
-		}
 		ans, code := s.runPlan(r.Context(), c, agentID(r), plan, so, req.Screenshot == "after",
 			time.Duration(req.SettleMs)*time.Millisecond, time.Duration(req.SettleMaxMs)*time.Millisecond)
 		writeJSON(w, code, ans)
@@ -425,7 +458,7 @@ func (s *Server) runPlan(ctx context.Context, c *computer.Computer, holder strin
 		ans.Results = append(ans.Results, actionResult{Result: r, Image: toShotJSON(r.Shot)})
 	}
 	if shotAfter && err == nil {
-		settled := c.Settle(ctx, settle, settleMax)
+		settled := c.Settle(ctx, time.Now(), settle, settleMax)
 		ans.Settled = &settled
 		if shot, err := c.Screenshot(so); err == nil {
 			ans.Screenshot = toShotJSON(&shot)

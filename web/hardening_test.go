@@ -227,3 +227,88 @@ func TestPingsKeepIdleTerminalBehindProxy(t *testing.T) {
 		}
 	}
 }
+
+// The computer endpoints refuse malformed and hostile requests with a
+// clear 4xx before the desktop is started; a view token may not act.
+func TestComputerHostile(t *testing.T) {
+	s := newServer(t, Config{PanelSecret: secret, SandboxID: "sb1"})
+	h := s.Handler()
+	full := "/panel/" + token(t, panel.Claims{SID: "sb1"})
+	view := "/panel/" + token(t, panel.Claims{SID: "sb1", Scope: panel.ScopeView})
+	const js = "application/json"
+	big := `{"actions":[{"action":"type","text":"` + strings.Repeat("a", maxActionsBody) + `"}]}`
+	tests := []struct {
+		hostile
+		reqBody string
+	}{
+		{hostile{name: "not JSON", method: "POST", path: full + "/computer/actions", ctype: js, want: 400, body: "bad actions request"}, `{actions`},
+		{hostile{name: "text/plain", method: "POST", path: full + "/computer/actions", ctype: "text/plain", want: 415}, `{"actions":[]}`},
+		{hostile{name: "unknown field", method: "POST", path: full + "/computer/actions", ctype: js, want: 400, body: "unknown field"}, `{"actions":[{"action":"screenshot"}],"rm":1}`},
+		{hostile{name: "no actions", method: "POST", path: full + "/computer/actions", ctype: js, want: 400, body: "actions is required"}, `{}`},
+		{hostile{name: "actions not a list", method: "POST", path: full + "/computer/actions", ctype: js, want: 400, body: "actions"}, `{"actions":{"action":"x"}}`},
+		{hostile{name: "coordinate not numbers", method: "POST", path: full + "/computer/actions", ctype: js, want: 400}, `{"actions":[{"action":"left_click","coordinate":["a","b"]}]}`},
+		{hostile{name: "bad screenshot option", method: "POST", path: full + "/computer/actions", ctype: js, want: 400, body: "screenshot"}, `{"actions":[{"action":"screenshot"}],"screenshot":"always"}`},
+		{hostile{name: "settle too long", method: "POST", path: full + "/computer/actions", ctype: js, want: 400, body: "settle"}, `{"actions":[{"action":"screenshot"}],"settle_ms":999999}`},
+		{hostile{name: "format", method: "POST", path: full + "/computer/actions", ctype: js, want: 400, body: "format"}, `{"actions":[{"action":"screenshot"}],"format":"bmp"}`},
+		{hostile{name: "body too large", method: "POST", path: full + "/computer/actions", ctype: js, want: 413}, big},
+		{hostile{name: "openai: not a list", method: "POST", path: full + "/computer/compat/openai", ctype: js, want: 400}, `{"actions":"click"}`},
+		{hostile{name: "aio: not JSON", method: "POST", path: full + "/computer/compat/aio", ctype: js, want: 400}, `[`},
+		{hostile{name: "aio: wrong type", method: "POST", path: full + "/computer/compat/aio", ctype: js, want: 400}, `{"action_type":5}`},
+		{hostile{name: "shot: quality", method: "GET", path: full + "/computer/screenshot?quality=0", want: 400, body: "quality"}, ""},
+		{hostile{name: "shot: format", method: "GET", path: full + "/computer/screenshot?format=gif", want: 400, body: "format"}, ""},
+		{hostile{name: "shot: region", method: "GET", path: full + "/computer/screenshot?region=1,2,3", want: 400, body: "region"}, ""},
+		{hostile{name: "shot: region garbage", method: "GET", path: full + "/computer/screenshot?region=" + strings.Repeat("9", 100), want: 400, body: "region"}, ""},
+		{hostile{name: "shot: long edge", method: "GET", path: full + "/computer/screenshot?max_long_edge=99999999", want: 400, body: "max_long_edge"}, ""},
+		{hostile{name: "shot: settle", method: "GET", path: full + "/computer/screenshot?settle_ms=-5", want: 400, body: "settle_ms"}, ""},
+		{hostile{name: "clipboard: not JSON", method: "PUT", path: full + "/computer/clipboard", ctype: js, want: 400, body: "clipboard"}, `text`},
+		{hostile{name: "clipboard: no text", method: "PUT", path: full + "/computer/clipboard", ctype: js, want: 400, body: "clipboard"}, `{}`},
+		{hostile{name: "unknown endpoint", method: "GET", path: full + "/computer/nope", want: 404}, ""},
+		{hostile{name: "view: actions", method: "POST", path: view + "/computer/actions", ctype: js, want: 403}, `{"actions":[{"action":"screenshot"}]}`},
+		{hostile{name: "view: openai", method: "POST", path: view + "/computer/compat/openai", ctype: js, want: 403}, `{"actions":[{"type":"screenshot"}]}`},
+		{hostile{name: "view: aio", method: "POST", path: view + "/computer/compat/aio", ctype: js, want: 403}, `{"action_type":"WAIT"}`},
+		{hostile{name: "view: clipboard read", method: "GET", path: view + "/computer/clipboard", want: 403}, ""},
+		{hostile{name: "view: clipboard write", method: "PUT", path: view + "/computer/clipboard", ctype: js, want: 403}, `{"text":"x"}`},
+		{hostile{name: "cross-origin actions", method: "POST", path: full + "/computer/actions", ctype: js, origin: "http://evil.example", want: 403}, `{"actions":[{"action":"screenshot"}]}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			req := httptest.NewRequest(tt.method, tt.path, strings.NewReader(tt.reqBody))
+			req.Host = "127.0.0.1:8080"
+			if tt.ctype != "" {
+				req.Header.Set("Content-Type", tt.ctype)
+			}
+			if tt.origin != "" {
+				req.Header.Set("Origin", tt.origin)
+			}
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != tt.want || !strings.Contains(rec.Body.String(), tt.body) {
+				t.Fatalf("%s %s = %d %.200q; want %d with %q", tt.method, tt.path, rec.Code, rec.Body.String(), tt.want, tt.body)
+			}
+		})
+	}
+	if n := testActivations(s); n != 0 {
+		t.Fatalf("refused computer requests started the desktop %v times", n)
+	}
+}
+
+func TestLease(t *testing.T) {
+	var l lease
+	t0 := time.Now()
+	if _, _, ok := l.take("a", t0, time.Second); !ok {
+		t.Fatal("a free lease refused")
+	}
+	if _, _, ok := l.take("a", t0.Add(500*time.Millisecond), time.Second); !ok {
+		t.Fatal("its holder refused")
+	}
+	holder, left, ok := l.take("b", t0.Add(time.Second), time.Second)
+	if ok || holder != "a" || left != 500*time.Millisecond {
+		t.Fatalf("b during a's lease: %q %v %v", holder, left, ok)
+	}
+	if _, _, ok := l.take("b", t0.Add(1600*time.Millisecond), time.Second); !ok {
+		t.Fatal("an expired lease was not given to b")
+	}
+	if h, _ := l.state(t0.Add(1700 * time.Millisecond)); h != "b" {
+		t.Fatalf("holder %q", h)
+	}
+}

@@ -292,10 +292,20 @@ func TestComputerUse(t *testing.T) {
 	// Drag: the box follows the pointer.
 	c.act(`[{"action":"left_click_drag","start_coordinate":` + at(140, 140) + `,"coordinate":` + at(340, 240) + `}]`)
 	var box struct{ L, T int }
-	c.eval(`({l: box.offsetLeft, t: box.offsetTop})`, &box)
-	if !near(box.L, 300) && !(box.L >= 298 && box.L <= 302) || box.T < 198 || box.T > 202 {
-		t.Fatalf("after a drag by (200,100) the box is at (%d,%d), want about (300,200)", box.L, box.T)
+	boxAt := func(l, tp int) { // the page moves it as the events arrive
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			c.eval(`({l: box.offsetLeft, t: box.offsetTop})`, &box)
+			if box.L >= l-2 && box.L <= l+2 && box.T >= tp-2 && box.T <= tp+2 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("box at (%d,%d), want about (%d,%d)", box.L, box.T, l, tp)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
+	boxAt(300, 200)
 
 	// OpenAI's vocabulary.
 	n = c.logLen()
@@ -337,6 +347,126 @@ func TestComputerUse(t *testing.T) {
 	code, v = c.post("/computer/actions", `{"actions":[{"action":"mouse_move","coordinate":[5,5]}]}`, "X-Agent-Id", "agent-b")
 	if code != http.StatusConflict || !strings.Contains(fmt.Sprint(v["error"]), "busy") {
 		t.Fatalf("second agent during the lease: %d %v", code, v)
+	}
+
+	// Every other form, each checked by what the page saw.
+	xyAt := func(cx, cy int) string {
+		x, y := g.img(screen(cx, cy))
+		return fmt.Sprintf(`"x":%d,"y":%d`, x, y)
+	}
+	move := func(cx, cy int) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			c.eval("window.lastMove || {}", &mv)
+			sx, sy := screen(cx, cy)
+			if near(mv.SX, sx) && near(mv.SY, sy) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("pointer at screen (%d,%d), want (%d,%d)", mv.SX, mv.SY, sx, sy)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	inputIs := func(want string) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			c.eval(`document.getElementById("i").value`, &value)
+			if value == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("input holds %q, want %q", value, want)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	lastKey := func(from int, key string, ctrl, shift bool) {
+		t.Helper()
+		evs := c.events(from, func(e []domEvent) bool {
+			for _, x := range e {
+				if x.T == "keydown" && x.K == key {
+					return true
+				}
+			}
+			return false
+		})
+		for _, x := range evs {
+			if x.T == "keydown" && x.K == key && (x.C != ctrl || x.S != shift) {
+				t.Fatalf("keydown %s: ctrl %v shift %v, want %v %v", key, x.C, x.S, ctrl, shift)
+			}
+		}
+	}
+	vendor := func(path, body string) {
+		t.Helper()
+		if code, v := c.post(path, body); code != 200 || v["ok"] != true {
+			t.Fatalf("%s %s: %d %v", path, body, code, v)
+		}
+	}
+	const oa, aio = "/computer/compat/openai", "/computer/compat/aio"
+	// OpenAI: move, double_click, drag, type, wait.
+	vendor(oa, `{"actions":[{"type":"move",`+xyAt(410, 610)+`}]}`)
+	move(410, 610)
+	n = c.logLen()
+	vendor(oa, `{"actions":[{"type":"double_click",`+xyAt(420, 620)+`},{"type":"wait","ms":50}]}`)
+	checkAt(find(c.events(n, func(e []domEvent) bool { return has(e, "dblclick") }), "dblclick"), 420, 620)
+	vendor(oa, `{"actions":[{"type":"drag","path":[{`+xyAt(340, 240)+`},{`+xyAt(390, 240)+`},{`+xyAt(390, 290)+`}]}]}`)
+	boxAt(350, 250)
+	vendor(oa, `{"actions":[{"type":"click",`+xyAt(700, 312)+`},{"type":"keypress","keys":["ctrl","a"]},{"type":"type","text":"openai ß€"}]}`)
+	inputIs("openai ß€")
+	// AIO: MOVE_TO, MOVE_REL, RIGHT_CLICK, DOUBLE_CLICK, MOUSE_DOWN/UP,
+	// DRAG_TO, DRAG_REL, TYPING, PRESS, KEY_DOWN/KEY_UP, HOTKEY, SCROLL, WAIT.
+	vendor(aio, `{"action_type":"MOVE_TO",`+xyAt(430, 630)+`}`)
+	move(430, 630)
+	dx, _ := g.img(100, 0)
+	vendor(aio, fmt.Sprintf(`{"action_type":"MOVE_REL","x_offset":%d,"y_offset":0}`, dx))
+	for sx, deadline := mv.SX, time.Now().Add(10*time.Second); mv.SX < sx+97 || mv.SX > sx+103; c.eval("window.lastMove || {}", &mv) {
+		if time.Now().After(deadline) {
+			t.Fatalf("MOVE_REL by 100 screen px: pointer at %d, from %d", mv.SX, sx)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	n = c.logLen()
+	vendor(aio, `{"actions":[{"action_type":"RIGHT_CLICK",`+xyAt(440, 640)+`},{"action_type":"DOUBLE_CLICK",`+xyAt(450, 650)+`}]}`)
+	evs = c.events(n, func(e []domEvent) bool { return has(e, "contextmenu") && has(e, "dblclick") })
+	checkAt(find(evs, "contextmenu"), 440, 640)
+	checkAt(find(evs, "dblclick"), 450, 650)
+	n = c.logLen()
+	vendor(aio, `{"actions":[{"action_type":"MOVE_TO",`+xyAt(460, 660)+`},{"action_type":"MOUSE_DOWN","button":"left"},{"action_type":"MOUSE_UP","button":"left"}]}`)
+	evs = c.events(n, func(e []domEvent) bool { return has(e, "mouseup") })
+	if md := find(evs, "mousedown"); md.B != 0 {
+		t.Fatalf("MOUSE_DOWN: %+v", evs)
+	}
+	checkAt(find(evs, "mouseup"), 460, 660)
+	vendor(aio, `{"actions":[{"action_type":"MOVE_TO",`+xyAt(390, 290)+`},{"action_type":"DRAG_TO",`+xyAt(440, 290)+`}]}`)
+	boxAt(400, 250)
+	vendor(aio, fmt.Sprintf(`{"action_type":"DRAG_REL","x_offset":0,"y_offset":%d}`, func() int { _, y := g.img(0, 100); return y }()))
+	boxAt(400, 350)
+	vendor(aio, `{"actions":[{"action_type":"CLICK",`+xyAt(700, 312)+`},{"action_type":"HOTKEY","keys":["ctrl","a"]},{"action_type":"TYPING","text":"aio 漢"}]}`)
+	inputIs("aio 漢")
+	n = c.logLen()
+	vendor(aio, `{"actions":[{"action_type":"KEY_DOWN","key":"shift"},{"action_type":"PRESS","key":"b"},{"action_type":"KEY_UP","key":"shift"},{"action_type":"PRESS","key":"Return"},{"action_type":"WAIT","duration":0.05}]}`)
+	lastKey(n, "B", false, true)
+	lastKey(n, "Enter", false, false)
+	var before float64
+	c.eval("scrollY", &before)
+	vendor(aio, fmt.Sprintf(`{"action_type":"SCROLL",%s,"dx":0,"dy":%d}`, xyAt(300, 600), -computer.WheelPixels))
+	waitScroll(before - computer.WheelPixels)
+	// Anthropic's remaining forms: mouse down/up, hold_key, zoom,
+	// cursor_position, wait.
+	n = c.logLen()
+	c.act(`[{"action":"left_mouse_down","coordinate":` + at(470, 670) + `},{"action":"left_mouse_up"},{"action":"wait","duration":0.05}]`)
+	checkAt(find(c.events(n, func(e []domEvent) bool { return has(e, "mouseup") }), "mouseup"), 470, 670)
+	n = c.logLen()
+	c.act(`[{"action":"left_click","coordinate":` + at(700, 312) + `},{"action":"hold_key","text":"ctrl","duration":0.1}]`)
+	lastKey(n, "Control", true, false)
+	v = c.act(`[{"action":"cursor_position"},{"action":"zoom","region":[0,0,200,100]}]`)
+	res := v["results"].([]any)
+	if pos := res[0].(map[string]any)["coordinate"].([]any); fmt.Sprint(pos) != fmt.Sprint([]any{float64(func() int { x, _ := g.img(screen(700, 312)); return x }()), float64(func() int { _, y := g.img(screen(700, 312)); return y }())}) {
+		t.Fatalf("cursor_position %v after a click at %s", pos, at(700, 312))
+	}
+	if zoom := res[1].(map[string]any)["image"].(map[string]any); zoom["width"].(float64) < 200 || zoom["format"] != "png" {
+		t.Fatalf("zoom: %v", zoom["width"])
 	}
 
 	// Screenshots: 1:1 matches an X capture; the default is scaled.
