@@ -230,7 +230,7 @@ func (s *Server) Activate(ctx context.Context, o desktop.StartOptions) (desktop.
 		result = "error"
 		s.log.Error("desktop start failed", "err", err)
 	}
-	s.metrics.activations.WithLabelValues(result).Inc()
+	s.metrics.activation(result)
 	return st, err
 }
 

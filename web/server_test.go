@@ -154,9 +154,34 @@ func TestMetrics(t *testing.T) {
 		`cubepod_desktop_component_up{component="chromium"} 0`,
 		"cubepod_terminal_sessions 0",
 		"go_goroutines",
+		"process_resident_memory_bytes",
+		"process_cpu_seconds_total",
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("metrics lack %q", want)
+		}
+	}
+	// The text format: HELP and TYPE before each family's samples, one
+	// sample a line, names and numbers well formed.
+	sampleLine := regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[a-z_]+="[^"]*"(,[a-z_]+="[^"]*")*\})? (-?[0-9.e+-]+|NaN|[+-]Inf)$`)
+	typed := map[string]bool{}
+	for _, l := range strings.Split(strings.TrimSuffix(body, "\n"), "\n") {
+		if f := strings.Fields(l); len(f) >= 4 && f[0] == "#" && f[1] == "TYPE" {
+			typed[f[2]] = true
+			continue
+		}
+		if strings.HasPrefix(l, "# HELP ") {
+			continue
+		}
+		m := sampleLine.FindStringSubmatch(l)
+		if m == nil {
+			t.Fatalf("not a sample line: %q", l)
+		}
+		if !typed[m[1]] {
+			t.Fatalf("sample %q before its TYPE", l)
+		}
+		if m[1] == "process_resident_memory_bytes" && m[4] == "0" {
+			t.Fatal("resident memory 0")
 		}
 	}
 }
