@@ -111,6 +111,18 @@ type scenario struct {
 	run  func(ctx context.Context, c Config) ([]Figure, string, error)
 }
 
+// scenarios are the measurements, in the report's order.
+func scenarios() []scenario {
+	return []scenario{
+		{"idle_rss", "x11vnc + websockify (+ ttyd with TTYD=)", idleRSS},
+		{"start", "shell script starting Xvfb, x11vnc, websockify, Chromium", startTime},
+		{"rfb", "x11vnc + websockify on the same Xvfb", rfbScenario},
+		{"terminal", "ttyd (TTYD=) or a raw PTY read in-process", terminalScenario},
+		{"cdp", "a direct connection to the same Chromium", cdpScenario},
+		{"computer", "xdotool + ImageMagick import spawned per action", computerScenario},
+	}
+}
+
 // Run runs every scenario and returns the report; err lists scenarios
 // that could not run (the report still has the others).
 func Run(ctx context.Context, c Config) (Report, error) {
@@ -122,14 +134,7 @@ func Run(ctx context.Context, c Config) (Report, error) {
 	}
 	r := Report{Machine: machine(), Started: time.Now().UTC(), Rounds: c.Rounds, Scenarios: map[string]*Scenario{}}
 	var failed []string
-	for _, s := range []scenario{
-		{"idle_rss", "x11vnc + websockify (+ ttyd with TTYD=)", idleRSS},
-		{"start", "shell script starting Xvfb, x11vnc, websockify, Chromium", startTime},
-		{"rfb", "x11vnc + websockify on the same Xvfb", rfbScenario},
-		{"terminal", "ttyd (TTYD=) or a raw PTY read in-process", terminalScenario},
-		{"cdp", "a direct connection to the same Chromium", cdpScenario},
-		{"computer", "xdotool + ImageMagick import spawned per action", computerScenario},
-	} {
+	for _, s := range scenarios() {
 		if len(c.Only) > 0 && !slices.Contains(c.Only, s.name) {
 			continue
 		}
@@ -215,9 +220,9 @@ func num(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
 
 func scenarioOrder(r Report) []string {
 	var out []string
-	for _, k := range []string{"idle_rss", "start", "rfb", "terminal", "cdp"} {
-		if _, ok := r.Scenarios[k]; ok {
-			out = append(out, k)
+	for _, sc := range scenarios() {
+		if _, ok := r.Scenarios[sc.name]; ok {
+			out = append(out, sc.name)
 		}
 	}
 	return out
