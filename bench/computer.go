@@ -47,6 +47,7 @@ func computerScenario(ctx context.Context, c Config) ([]Figure, string, error) {
 	if err := postJSON(ctx, base+"/api/desktop/start", body, &st); err != nil || st.Display == "" {
 		return nil, "", fmt.Errorf("start the desktop: %v", err)
 	}
+	os.Setenv("XAUTHORITY", dk.xauth) // the probe is an X client of the bench's own
 	scr, err := x11.OpenScreen(st.Display, nil)
 	if err != nil {
 		return nil, "", err
@@ -60,7 +61,7 @@ func computerScenario(ctx context.Context, c Config) ([]Figure, string, error) {
 		i := (probe.Y*w + probe.X) * 4
 		return uint32(pix[i])<<16 | uint32(pix[i+1])<<8 | uint32(pix[i+2])
 	}
-	env := append(os.Environ(), "DISPLAY="+st.Display)
+	env := append(os.Environ(), "DISPLAY="+st.Display, "XAUTHORITY="+dk.xauth)
 	run := func(name string, args ...string) ([]byte, error) {
 		cmd := exec.CommandContext(ctx, name, args...)
 		cmd.Env = env

@@ -74,7 +74,7 @@ func rfbScenario(ctx context.Context, c Config) ([]Figure, string, error) {
 	// The peer on the same display.
 	vncPort, _ := freePort()
 	wsPort, _ := freePort()
-	xv := group(ctx, x11vnc, "-display", st.Display, "-rfbport", strconv.Itoa(vncPort), "-localhost", "-shared", "-forever", "-nopw", "-quiet")
+	xv := group(ctx, x11vnc, "-display", st.Display, "-auth", dk.xauth, "-rfbport", strconv.Itoa(vncPort), "-localhost", "-shared", "-forever", "-nopw", "-quiet")
 	xv.Env = append(os.Environ(), "HOME="+os.TempDir())
 	if err := xv.Start(); err != nil {
 		return nil, "", err
@@ -94,6 +94,7 @@ func rfbScenario(ctx context.Context, c Config) ([]Figure, string, error) {
 	pause := func(on bool) error {
 		return evalDesktopPage(ctx, "http://"+dk.addr+"/cdp", "window.paused = "+strconv.FormatBool(on))
 	}
+	os.Setenv("XAUTHORITY", dk.xauth) // the marker is an X client of the bench's own
 	m, err := newMarker(st.Display)
 	if err != nil {
 		return nil, "", err

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -97,6 +98,9 @@ type server struct {
 	addr string
 	pid  int
 	stop func()
+	// xauth is deskd's display cookie file: X clients of the bench
+	// (the peer on the same display, its own probes) need it.
+	xauth string
 }
 
 func startDeskd(ctx context.Context, c Config) (*server, error) {
@@ -116,7 +120,7 @@ func startDeskd(ctx context.Context, c Config) (*server, error) {
 		stop()
 		return nil, err
 	}
-	return &server{addr: addr, pid: cmd.Process.Pid, stop: stop}, nil
+	return &server{addr: addr, pid: cmd.Process.Pid, stop: stop, xauth: filepath.Join(dir, "xauthority")}, nil
 }
 
 func startTTYD(ctx context.Context, bin string) (*server, error) {

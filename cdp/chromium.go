@@ -36,6 +36,7 @@ type ChromiumConfig struct {
 	NoSandbox  bool
 	Credential *syscall.Credential
 	Home       string // HOME for the child (default ProfileDir)
+	XAuthority string // the display's authority file, when it has one
 	LogPath    string
 	ExtraFlags []string
 	// ReadyTimeout bounds the wait for the DevTools endpoint (default 30 s).
@@ -157,6 +158,9 @@ func StartChromium(ctx context.Context, sp *proc.Spawner, cfg ChromiumConfig) (*
 		"LANG=C.UTF-8",
 		"XDG_CONFIG_HOME=" + filepath.Join(cfg.Home, ".config"),
 		"XDG_CACHE_HOME=" + filepath.Join(cfg.Home, ".cache"),
+	}
+	if cfg.XAuthority != "" {
+		env = append(env, "XAUTHORITY="+cfg.XAuthority)
 	}
 	p, err := sp.Start(proc.Spec{
 		Name: "chromium", Path: cfg.Path, Args: Flags(cfg), Env: env,

@@ -41,7 +41,11 @@ type Config struct {
 	CDPPort       int
 	NoSandbox     bool
 	Credential    *syscall.Credential // nil: run as deskd's own user
-	Logger        *slog.Logger
+	// XAuthority, when set, is the authority file Xvfb checks clients
+	// against (see x11.WriteAuthority); the window manager and Chromium
+	// get it as XAUTHORITY.
+	XAuthority string
+	Logger     *slog.Logger
 	// RestartBackoff is the first delay before restarting a component
 	// that died (default 500 ms), doubled per quick failure up to 30 s.
 	RestartBackoff time.Duration
@@ -72,7 +76,10 @@ type Status struct {
 	Browser    string            `json:"browser,omitempty"`
 	Restarts   map[string]int    `json:"restarts,omitempty"`
 	Health     string            `json:"health,omitempty"` // Chromium's last health check: "ok" or why not
-	Error      string            `json:"error,omitempty"`
+	// XAuthority is the display's authority file: X clients need it (as
+	// XAUTHORITY) to connect.
+	XAuthority string `json:"xauthority,omitempty"`
+	Error      string `json:"error,omitempty"`
 }
 
 // Status values.
@@ -219,6 +226,7 @@ func (s *Stack) Status() Status {
 		up++
 		st.Display = s.xvfb.Display
 		st.Resolution = s.xvfb.Resolution.String()
+		st.XAuthority = s.cfg.XAuthority
 		st.Pids[Xvfb] = s.xvfb.Pid
 	}
 	if s.cfg.WMPath != "" {
@@ -286,6 +294,7 @@ func (s *Stack) ensure(ctx context.Context) error {
 		}
 		x, err := x11.StartXvfb(ctx, s.sp, x11.XvfbConfig{
 			Path: s.cfg.XvfbPath, Resolution: res, MaxResolution: s.cfg.MaxResolution, LogPath: s.logPath(Xvfb), Credential: s.cfg.Credential,
+			AuthFile: s.cfg.XAuthority,
 		})
 		if err != nil {
 			return fail(err)
@@ -300,7 +309,7 @@ func (s *Stack) ensure(ctx context.Context) error {
 		}
 		p, err := s.sp.Start(proc.Spec{
 			Name: WM, Path: s.cfg.WMPath, LogPath: s.logPath(WM), Credential: s.cfg.Credential,
-			Env: []string{"DISPLAY=" + xv.Display, "HOME=" + home, "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"},
+			Env: s.displayEnv(xv.Display, "HOME="+home, "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"),
 			Dir: home,
 		})
 		if err != nil {
@@ -316,7 +325,7 @@ func (s *Stack) ensure(ctx context.Context) error {
 		c, err := cdp.StartChromium(ctx, s.sp, cdp.ChromiumConfig{
 			Path: s.cfg.ChromiumPath, Port: s.cfg.CDPPort, ProfileDir: s.cfg.ProfileDir, URL: url,
 			Display: xv.Display, Width: res.Width, Height: res.Height, NoSandbox: s.cfg.NoSandbox,
-			Credential: s.cfg.Credential, Home: home, LogPath: s.logPath(Chromium),
+			Credential: s.cfg.Credential, Home: home, LogPath: s.logPath(Chromium), XAuthority: s.cfg.XAuthority,
 		})
 		if err != nil {
 			return fail(err)
@@ -496,6 +505,15 @@ func (s *Stack) backoff() time.Duration {
 		d *= 2
 	}
 	return min(d, 30*time.Second)
+}
+
+// displayEnv is DISPLAY (and XAUTHORITY when the display has one) and more.
+func (s *Stack) displayEnv(display string, more ...string) []string {
+	env := []string{"DISPLAY=" + display}
+	if s.cfg.XAuthority != "" {
+		env = append(env, "XAUTHORITY="+s.cfg.XAuthority)
+	}
+	return append(env, more...)
 }
 
 func (s *Stack) logDir() string { return filepath.Join(s.cfg.RunDir, "logs") }

@@ -1,9 +1,17 @@
 package x11
 
 import (
+	"context"
+	"fmt"
 	"image"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/cubepod/deskd/internal/testenv"
+	"github.com/cubepod/deskd/proc"
 
 	"github.com/jezek/xgb"
 	"github.com/jezek/xgb/xproto"
@@ -120,4 +128,56 @@ func TestDamageOverflowKeepsTheLastChange(t *testing.T) {
 	if !final.In(got) {
 		t.Fatalf("the last change %v never reached the reader (union of damage %v)", final, got)
 	}
+}
+
+// With an authority file, Xvfb admits only clients that present its
+// cookie.
+func TestXAuthority(t *testing.T) {
+	path := testenv.LookPath(t, "Xvfb")
+	xdpyinfo := testenv.LookPath(t, "xdpyinfo")
+	auth := filepath.Join(t.TempDir(), "xauthority")
+	if err := WriteAuthority(auth, -1, -1); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(auth); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("authority file: %v %v", fi, err)
+	}
+	t.Setenv("XAUTHORITY", auth) // StartXvfb's own connections present it
+	sp := proc.NewSpawner()
+	defer sp.Close()
+	x, err := StartXvfb(t.Context(), sp, XvfbConfig{Path: path, Resolution: Resolution{640, 480, 24}, AuthFile: auth})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Stop(context.Background(), 5*time.Second)
+	run := func(xauth string) error {
+		cmd := exec.Command(xdpyinfo, "-display", x.Display)
+		cmd.Env = []string{"XAUTHORITY=" + xauth, "HOME=" + t.TempDir()}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%v: %.200s", err, out)
+		}
+		return nil
+	}
+	if err := run(auth); err != nil {
+		t.Fatalf("a client with the cookie was refused: %v", err)
+	}
+	other := filepath.Join(t.TempDir(), "other")
+	WriteAuthority(other, -1, -1)
+	for name, xa := range map[string]string{"no cookie": "/nonexistent", "another cookie": other} {
+		if err := run(xa); err == nil {
+			t.Fatalf("a client with %s was admitted", name)
+		}
+	}
+	t.Setenv("XAUTHORITY", other)
+	if s, err := OpenScreen(x.Display, nil); err == nil {
+		s.Close()
+		t.Fatal("xgb with another cookie was admitted")
+	}
+	t.Setenv("XAUTHORITY", auth)
+	s, err := OpenScreen(x.Display, nil)
+	if err != nil {
+		t.Fatalf("xgb with the cookie: %v", err)
+	}
+	s.Close()
 }

@@ -24,7 +24,11 @@ type XvfbConfig struct {
 	// starts at it and is shrunk to Resolution at once. Zero: Resolution.
 	MaxResolution Resolution
 	LogPath       string
-	Credential    *syscall.Credential
+	// AuthFile, when set, makes Xvfb admit only clients that present its
+	// cookie (-auth; see WriteAuthority). deskd's own connections find it
+	// through $XAUTHORITY.
+	AuthFile   string
+	Credential *syscall.Credential
 	// ReadyTimeout bounds the wait for the display (default 15 s).
 	ReadyTimeout time.Duration
 }
@@ -65,6 +69,9 @@ func StartXvfb(ctx context.Context, sp *proc.Spawner, cfg XvfbConfig) (*Xvfb, er
 		"+extension", "XTEST",
 		"+extension", "MIT-SHM",
 		"-dpi", "96",
+	}
+	if cfg.AuthFile != "" {
+		args = append(args, "-auth", cfg.AuthFile)
 	}
 	p, err := sp.Start(proc.Spec{
 		Name: "xvfb", Path: cfg.Path, Args: args, LogPath: cfg.LogPath,

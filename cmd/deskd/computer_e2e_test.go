@@ -484,6 +484,7 @@ func TestComputerUse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.useDisplay(t)
 	scr, err := x11.OpenScreen(statusDisplay(t, e), nil)
 	if err != nil {
 		t.Fatal(err)

@@ -71,6 +71,12 @@ func newInstall(t *testing.T, extra ...string) *install {
 	return e
 }
 
+// useDisplay lets this test process and the X clients it starts connect
+// to the installation's display: deskd admits only holders of its cookie.
+func (e *install) useDisplay(t *testing.T) {
+	t.Setenv("XAUTHORITY", filepath.Join(e.runDir, xauthFile))
+}
+
 func tail(s string, n int) string {
 	if len(s) > n {
 		return s[len(s)-n:]

@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -264,5 +266,51 @@ func TestDesktopPingsAndOpsListener(t *testing.T) {
 	conn.Write([]byte{3, 0, 0, 0, 0, 0, 0, 8, 0, 8}) // a full 8x8 request
 	if h := read(4); h[0] != 0 {
 		t.Fatalf("message %d, want a FramebufferUpdate", h[0])
+	}
+}
+
+// The desktop's display admits only holders of deskd's cookie: the file
+// is the GUI user's alone, the window manager, Chromium and the shells
+// have it, and a client without it is refused.
+func TestDisplayNeedsCookie(t *testing.T) {
+	xdpyinfo := testenv.LookPath(t, "xdpyinfo")
+	e := newInstall(t)
+	out, code := e.run("start")
+	st := e.status(out)
+	if code != 0 {
+		t.Fatalf("start: %v", out)
+	}
+	if st.XAuthority != filepath.Join(e.runDir, xauthFile) {
+		t.Fatalf("status xauthority %q", st.XAuthority)
+	}
+	fi, err := os.Stat(st.XAuthority)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("authority file %v: %v", fi, err)
+	}
+	if os.Geteuid() == 0 {
+		if s := fi.Sys().(*syscall.Stat_t); s.Uid != 1000 || s.Gid != 1000 {
+			t.Fatalf("authority file owned by %d:%d, want the GUI user 1000:1000", s.Uid, s.Gid)
+		}
+	}
+	run := func(xauth string) error {
+		cmd := exec.Command(xdpyinfo, "-display", st.Display)
+		cmd.Env = []string{"XAUTHORITY=" + xauth, "HOME=" + t.TempDir()}
+		b, err := cmd.CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%v: %.200s", err, b)
+		}
+		return nil
+	}
+	if err := run("/nonexistent"); err == nil {
+		t.Fatal("a client without the cookie was admitted to the display")
+	}
+	if err := run(st.XAuthority); err != nil {
+		t.Fatalf("a client with the cookie was refused: %v", err)
+	}
+	for _, name := range []string{"chromium", "wm"} {
+		env, _ := os.ReadFile("/proc/" + strconv.Itoa(st.Pids[name]) + "/environ")
+		if !bytes.Contains(env, []byte("XAUTHORITY="+st.XAuthority+"\x00")) {
+			t.Errorf("%s runs without XAUTHORITY", name)
+		}
 	}
 }

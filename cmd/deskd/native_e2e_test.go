@@ -78,6 +78,7 @@ func TestNativeViewers(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("start: %v", out)
 	}
+	e.useDisplay(t)
 	scr, err := x11.OpenScreen(out["display"].(string), nil)
 	if err != nil {
 		t.Fatal(err)

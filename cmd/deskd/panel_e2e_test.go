@@ -122,6 +122,7 @@ func fetch(t *testing.T, u string) (int, string) {
 func TestPanelInBrowser(t *testing.T) {
 	chromium := testenv.Chromium(t)
 	e := newInstall(t)
+	e.useDisplay(t) // the test reads the display (xdpyinfo, xclip, captures)
 	deskd := serveDeskd(t, e)
 	closed := &url.URL{Scheme: "http", Host: "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))}
 	gw := gateway(t, map[string]*url.URL{"sb1": deskd, "absent": closed})

@@ -19,6 +19,7 @@ import (
 	"github.com/cubepod/deskd/proc"
 	"github.com/cubepod/deskd/term"
 	"github.com/cubepod/deskd/web"
+	"github.com/cubepod/deskd/x11"
 )
 
 // Files in the run dir.
@@ -27,7 +28,8 @@ const (
 	daemonLock  = "deskd.lock" // held for the daemon's lifetime
 	cliLock     = "cli.lock"   // serialises start/stop commands
 	controlSock = "control.sock"
-	daemonLog   = "deskd.log" // under logs/
+	daemonLog   = "deskd.log"  // under logs/
+	xauthFile   = "xauthority" // the display's cookie, 0600, the GUI user's
 )
 
 // Daemon is `deskd serve`: the HTTP port, the control socket and the stack.
@@ -92,9 +94,24 @@ func NewDaemon(cfg *Config, stderr io.Writer) (*Daemon, error) {
 	if err := os.WriteFile(filepath.Join(cfg.RunDir, pidFile), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
 		return nil, fmt.Errorf("pid file: %w", err)
 	}
+	// The display admits only clients with this cookie: deskd (its xgb
+	// connections read $XAUTHORITY), the window manager, Chromium and the
+	// terminal's shells; any other process in the sandbox is refused.
+	xauth := filepath.Join(cfg.RunDir, xauthFile)
+	uid, gid := -1, -1
+	if cred != nil {
+		uid, gid = int(cred.Uid), int(cred.Gid)
+	}
+	if err := x11.WriteAuthority(xauth, uid, gid); err != nil {
+		return nil, err
+	}
+	if err := os.Setenv("XAUTHORITY", xauth); err != nil {
+		return nil, fmt.Errorf("xauthority: %w", err)
+	}
 	d.sp = proc.NewSpawner()
 	d.stack = desktop.New(desktop.Config{
-		RunDir: cfg.RunDir, ProfileDir: cfg.ProfileDir, Resolution: cfg.Resolution, MaxResolution: cfg.MaxResolution, URL: cfg.URL,
+		XAuthority: xauth,
+		RunDir:     cfg.RunDir, ProfileDir: cfg.ProfileDir, Resolution: cfg.Resolution, MaxResolution: cfg.MaxResolution, URL: cfg.URL,
 		XvfbPath: cfg.Xvfb, WMPath: cfg.wmPath(), ChromiumPath: cfg.chromiumPath(), CDPPort: cfg.CDPPort,
 		NoSandbox: cfg.NoSandbox, Credential: cred, Logger: d.log.With("part", "desktop"),
 	}, d.sp)
@@ -107,8 +124,8 @@ func NewDaemon(cfg *Config, stderr io.Writer) (*Daemon, error) {
 		Shell: acct.shell, Home: home, User: acct.name, Credential: cred, Spawner: d.sp,
 		Logger: d.log.With("part", "term"), IdleTimeout: cfg.TermIdle,
 		EnvFunc: func() []string { // shells can open windows on the desktop once it runs
-			if disp := stack.Status().Display; disp != "" {
-				return []string{"DISPLAY=" + disp}
+			if st := stack.Status(); st.Display != "" {
+				return []string{"DISPLAY=" + st.Display, "XAUTHORITY=" + st.XAuthority}
 			}
 			return nil
 		},
