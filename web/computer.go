@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/cubepod/deskd/computer"
-	"github.com/cubepod/deskd/desktop"
 	"github.com/cubepod/deskd/x11"
 )
 
@@ -51,22 +50,14 @@ func (h *computerHolder) close() {
 // computer starts the desktop if needed and returns the Computer for its
 // display.
 func (s *Server) computer(ctx context.Context) (*computer.Computer, error) {
-	st := s.cfg.Stack.Status()
-	if st.Status != desktop.StatusRunning {
-		ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
-		defer cancel()
-		var err error
-		if st, err = s.Activate(ctx, desktop.StartOptions{}); err != nil {
-			return nil, err
-		}
-	}
-	if st.Display == "" {
-		return nil, errors.New("desktop has no display")
+	display, err := s.display(ctx)
+	if err != nil {
+		return nil, err
 	}
 	h := &s.comp
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.comp != nil && h.display == st.Display {
+	if h.comp != nil && h.display == display {
 		select {
 		case <-h.comp.Done(): // its X connection died: start over
 		default:
@@ -74,11 +65,11 @@ func (s *Server) computer(ctx context.Context) (*computer.Computer, error) {
 		}
 	}
 	h.close()
-	scr, err := x11.OpenScreen(st.Display, s.log.With("part", "computer"))
+	scr, err := x11.OpenScreen(display, s.log.With("part", "computer"))
 	if err != nil {
 		return nil, err
 	}
-	h.display, h.screen, h.comp = st.Display, scr, computer.New(scr, computer.Config{Logger: s.log.With("part", "computer")})
+	h.display, h.screen, h.comp = display, scr, computer.New(scr, computer.Config{Logger: s.log.With("part", "computer")})
 	return h.comp, nil
 }
 

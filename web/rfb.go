@@ -44,25 +44,34 @@ func (h *rfbHolder) size(display string) (int, int, bool) {
 	return w, ht, true
 }
 
-// rfbServer starts the desktop if needed and returns the RFB server for
-// its display.
-func (s *Server) rfbServer(ctx context.Context) (*bridge.Server, error) {
+// display starts the desktop if needed and returns its X display.
+func (s *Server) display(ctx context.Context) (string, error) {
 	st := s.cfg.Stack.Status()
 	if st.Status != desktop.StatusRunning {
 		ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 		defer cancel()
 		var err error
 		if st, err = s.Activate(ctx, desktop.StartOptions{}); err != nil {
-			return nil, err
+			return "", err
 		}
 	}
 	if st.Display == "" {
-		return nil, fmt.Errorf("desktop has no display")
+		return "", fmt.Errorf("desktop has no display")
+	}
+	return st.Display, nil
+}
+
+// rfbServer starts the desktop if needed and returns the RFB server for
+// its display.
+func (s *Server) rfbServer(ctx context.Context) (*bridge.Server, error) {
+	display, err := s.display(ctx)
+	if err != nil {
+		return nil, err
 	}
 	h := &s.rfb
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.srv != nil && h.display == st.Display {
+	if h.srv != nil && h.display == display {
 		select {
 		case <-h.srv.Done(): // its X connection died: start over
 		default:
@@ -70,17 +79,17 @@ func (s *Server) rfbServer(ctx context.Context) (*bridge.Server, error) {
 		}
 	}
 	h.close()
-	scr, err := x11.OpenScreen(st.Display, s.log.With("part", "x11"))
+	scr, err := x11.OpenScreen(display, s.log.With("part", "x11"))
 	if err != nil {
 		return nil, err
 	}
-	srv, err := bridge.NewServer(scr, bridge.Config{Name: "deskd " + st.Display, Password: s.cfg.VNCPassword,
+	srv, err := bridge.NewServer(scr, bridge.Config{Name: "deskd " + display, Password: s.cfg.VNCPassword,
 		Logger: s.log.With("part", "rfb"), OnResize: s.fitBrowser, MaxViewers: s.cfg.MaxViewers, OnInput: s.human.note})
 	if err != nil {
 		scr.Close()
 		return nil, err
 	}
-	h.display, h.screen, h.srv = st.Display, scr, srv
+	h.display, h.screen, h.srv = display, scr, srv
 	return srv, nil
 }
 

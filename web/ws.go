@@ -81,23 +81,19 @@ type wsOptions struct {
 	ping bool
 }
 
-// upgrade checks the origin and accepts a WebSocket. It returns a context
-// that ends with the request or at Close, and a done func to call when
-// the connection is finished. A connection under a panel token ends with
+// upgrade accepts a WebSocket whose request passed checkWS (every route
+// calls it first, before any side effect). It returns a context that ends
+// with the request or at Close, and a done func to call when the
+// connection is finished. A connection under a panel token ends with
 // close code 1008 when the token expires.
 func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, o wsOptions) (*websocket.Conn, context.Context, func(), error) {
-	if err := checkOrigin(r, s.cfg.AllowOrigins); err != nil {
-		s.log.Warn("websocket refused", "path", r.URL.Path, "err", err)
-		forbid(w)
-		return nil, nil, nil, err
-	}
 	if !s.handlers.TryAdd() {
 		http.Error(w, "shutting down", http.StatusServiceUnavailable)
 		return nil, nil, nil, errShuttingDown
 	}
 	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{
 		Subprotocols: o.subprotocols,
-		// Origin was checked above, with the gateway's forwarding in mind.
+		// checkWS checked Origin, with the gateway's forwarding in mind.
 		InsecureSkipVerify: true,
 	})
 	if err != nil {
