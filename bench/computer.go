@@ -42,13 +42,11 @@ func computerScenario(ctx context.Context, c Config) ([]Figure, string, error) {
 	}
 	defer dk.stop()
 	base := "http://" + dk.addr
-	body, _ := json.Marshal(map[string]string{"url": clickPage})
-	var st struct{ Display string }
-	if err := postJSON(ctx, base+"/api/desktop/start", body, &st); err != nil || st.Display == "" {
-		return nil, "", fmt.Errorf("start the desktop: %v", err)
+	display, err := startDesktop(ctx, dk, clickPage)
+	if err != nil {
+		return nil, "", err
 	}
-	os.Setenv("XAUTHORITY", dk.xauth) // the probe is an X client of the bench's own
-	scr, err := x11.OpenScreen(st.Display, nil)
+	scr, err := x11.OpenScreen(display, nil)
 	if err != nil {
 		return nil, "", err
 	}
@@ -61,7 +59,7 @@ func computerScenario(ctx context.Context, c Config) ([]Figure, string, error) {
 		i := (probe.Y*w + probe.X) * 4
 		return uint32(pix[i])<<16 | uint32(pix[i+1])<<8 | uint32(pix[i+2])
 	}
-	env := append(os.Environ(), "DISPLAY="+st.Display, "XAUTHORITY="+dk.xauth)
+	env := append(os.Environ(), "DISPLAY="+display, "XAUTHORITY="+dk.xauth)
 	run := func(name string, args ...string) ([]byte, error) {
 		cmd := exec.CommandContext(ctx, name, args...)
 		cmd.Env = env
@@ -217,6 +215,18 @@ func getBytes(ctx context.Context, u string) ([]byte, error) {
 		return nil, fmt.Errorf("%s: %s %.200s", u, resp.Status, b)
 	}
 	return b, err
+}
+
+// startDesktop starts deskd's desktop on page and returns its display;
+// the bench process's own X clients then present the display's cookie.
+func startDesktop(ctx context.Context, dk *server, page string) (string, error) {
+	body, _ := json.Marshal(map[string]string{"url": page})
+	var st struct{ Display string }
+	if err := postJSON(ctx, "http://"+dk.addr+"/api/desktop/start", body, &st); err != nil || st.Display == "" {
+		return "", fmt.Errorf("start the desktop: no display (%v)", err)
+	}
+	os.Setenv("XAUTHORITY", dk.xauth)
+	return st.Display, nil
 }
 
 // postJSON posts body as JSON and decodes a 200 answer into v (if set).

@@ -3,12 +3,10 @@ package bench
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"image"
 	"image/png"
-	"net/http"
 	"os"
 	"os/exec"
 	"slices"
@@ -55,26 +53,15 @@ func rfbScenario(ctx context.Context, c Config) ([]Figure, string, error) {
 		return nil, "", err
 	}
 	defer dk.stop()
-	body, _ := json.Marshal(map[string]string{"url": movingPage})
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+dk.addr+"/api/desktop/start", bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	display, err := startDesktop(ctx, dk, movingPage)
 	if err != nil {
-		return nil, "", fmt.Errorf("start the desktop: %w", err)
-	}
-	var st struct {
-		Display string `json:"display"`
-	}
-	err = json.NewDecoder(resp.Body).Decode(&st)
-	resp.Body.Close()
-	if err != nil || st.Display == "" {
-		return nil, "", fmt.Errorf("start the desktop: no display (%v)", err)
+		return nil, "", err
 	}
 
 	// The peer on the same display.
 	vncPort, _ := freePort()
 	wsPort, _ := freePort()
-	xv := group(ctx, x11vnc, "-display", st.Display, "-auth", dk.xauth, "-rfbport", strconv.Itoa(vncPort), "-localhost", "-shared", "-forever", "-nopw", "-quiet")
+	xv := group(ctx, x11vnc, "-display", display, "-auth", dk.xauth, "-rfbport", strconv.Itoa(vncPort), "-localhost", "-shared", "-forever", "-nopw", "-quiet")
 	xv.Env = append(os.Environ(), "HOME="+os.TempDir())
 	if err := xv.Start(); err != nil {
 		return nil, "", err
@@ -94,8 +81,7 @@ func rfbScenario(ctx context.Context, c Config) ([]Figure, string, error) {
 	pause := func(on bool) error {
 		return evalDesktopPage(ctx, "http://"+dk.addr+"/cdp", "window.paused = "+strconv.FormatBool(on))
 	}
-	os.Setenv("XAUTHORITY", dk.xauth) // the marker is an X client of the bench's own
-	m, err := newMarker(st.Display)
+	m, err := newMarker(display)
 	if err != nil {
 		return nil, "", err
 	}
@@ -158,7 +144,7 @@ func rfbScenario(ctx context.Context, c Config) ([]Figure, string, error) {
 		figure("10 viewers: update latency p99", "ms", "lower", ten.p99[0], ten.p99[1]),
 		figure("WebSocket transport: full Raw frames", "MB/s", "higher", mbps[0], mbps[1]),
 	}
-	return figs, fmt.Sprintf("same Xvfb (%s), Chromium scrolling a text page ~30 times a second; viewers speak like noVNC (Tight, JPEG quality 6, compression 2) over WebSocket and decode everything; %s per run; latency: an X window's colour flipped every 200 ms until a viewer has decoded it", st.Display, rfbWindow), nil
+	return figs, fmt.Sprintf("same Xvfb (%s), Chromium scrolling a text page ~30 times a second; viewers speak like noVNC (Tight, JPEG quality 6, compression 2) over WebSocket and decode everything; %s per run; latency: an X window's colour flipped every 200 ms until a viewer has decoded it", display, rfbWindow), nil
 }
 
 type rfbResult struct {
