@@ -349,8 +349,14 @@ func newBrowser(t *testing.T, path string) *browser {
 func (b *browser) load(u, ready string) {
 	err := chromedp.Do(b.ctx, chromedp.Navigate(u))
 	ok := false
-	if err == nil {
+	for try := 0; err == nil || (try < 3 && strings.Contains(err.Error(), "Cannot find context with specified id")); try++ {
+		// chromedp evaluates in the execution context it last heard of;
+		// right after a navigation that may be the old page's, which the
+		// browser has destroyed: ask again once the new one is known.
 		ok, err = chromedp.Run(b.ctx, chromedp.Poll[bool](ready, chromedp.WithPollingTimeout(30*time.Second)))
+		if err == nil {
+			break
+		}
 	}
 	// Let the page's requests finish (a late favicon, say) before anything
 	// navigates away and cancels them.
