@@ -3,7 +3,9 @@ package bench
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -159,6 +161,31 @@ func (e endpoint) dial(ctx context.Context) (*ttyClient, error) {
 		return nil, err
 	}
 	return tc, nil
+}
+
+// dialSession opens a terminal viewer on session id ("" starts a new
+// one) at base (…/terminal/ws) and returns the session's id, which deskd
+// announces in its preferences message.
+func dialSession(ctx context.Context, base, id string) (*ttyClient, string, error) {
+	tc, err := endpoint{url: base + "?session=" + url.QueryEscape(id)}.dial(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	for {
+		_, b, err := tc.c.Read(ctx)
+		if err != nil {
+			tc.c.CloseNow()
+			return nil, "", err
+		}
+		if len(b) > 0 && b[0] == '2' {
+			var p struct{ Session string }
+			if err := json.Unmarshal(b[1:], &p); err != nil || p.Session == "" {
+				tc.c.CloseNow()
+				return nil, "", fmt.Errorf("preferences %q carry no session (%v)", b, err)
+			}
+			return tc, p.Session, nil
+		}
+	}
 }
 
 func (tc *ttyClient) send(ctx context.Context, b []byte) error {

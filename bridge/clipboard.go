@@ -3,6 +3,7 @@ package bridge
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -146,6 +147,10 @@ func parseExtClip(p []byte) (flags uint32, rest []byte, err error) {
 	return binary.BigEndian.Uint32(p), p[4:], nil
 }
 
+// errClipTooLong marks clipboard text over MaxCutText: it is dropped
+// (and logged), the viewer stays connected.
+var errClipTooLong = errors.New("rfb: clipboard text too long")
+
 // parseProvide inflates a provide message's data (at most MaxCutText
 // bytes of it) and returns its text, if it has the text format.
 func parseProvide(flags uint32, data []byte) (string, bool, error) {
@@ -165,7 +170,7 @@ func parseProvide(flags uint32, data []byte) (string, bool, error) {
 			return "", false, fmt.Errorf("%w: extended clipboard size: %v", ErrProtocol, err)
 		}
 		if n > MaxCutText {
-			return "", false, fmt.Errorf("%w: extended clipboard item of %d bytes (max %d)", ErrProtocol, n, MaxCutText)
+			return "", false, fmt.Errorf("%w: extended clipboard item of %d bytes (max %d)", errClipTooLong, n, MaxCutText)
 		}
 		b, err := readChunked(r, int(n)) // a size field is no reason to allocate
 		if err != nil {
@@ -227,6 +232,10 @@ func (c *client) clientCutText(m ClientMessage) error {
 	if c.viewOnly {
 		return nil
 	}
+	if m.Dropped > 0 {
+		c.s.log.Warn("viewer clipboard text dropped", "bytes", m.Dropped, "max", MaxCutText)
+		return nil
+	}
 	if !m.Extended {
 		c.s.setClipboard(latin1(m.Text), c)
 		return nil
@@ -249,6 +258,10 @@ func (c *client) clientCutText(m ClientMessage) error {
 		c.owe(&c.wantNotify)
 	case clipProvide:
 		text, ok, err := parseProvide(flags, rest)
+		if errors.Is(err, errClipTooLong) {
+			c.s.log.Warn("viewer clipboard text dropped", "err", err)
+			return nil
+		}
 		if err != nil {
 			return err
 		}

@@ -199,3 +199,37 @@ func TestQEMUExtKeyNotAdvertised(t *testing.T) {
 		}
 	}
 }
+
+// Clipboard text over the limit is read and dropped, as TigerVNC does:
+// the viewer stays connected and its next message is read as usual.
+func TestCutTextOverLimitDropped(t *testing.T) {
+	for _, ext := range []bool{false, true} {
+		n := uint32(MaxCutText + 1)
+		if ext {
+			n = uint32(-int32(n))
+		}
+		msg := binary.BigEndian.AppendUint32([]byte{msgClientCutText, 0, 0, 0}, n)
+		msg = append(msg, make([]byte, MaxCutText+1)...)
+		msg = append(msg, msgKeyEvent, 1, 0, 0, 0, 0, 0, 'x')
+		r := bytes.NewReader(msg)
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		m, err := ReadClientMessage(r)
+		runtime.ReadMemStats(&after)
+		if err != nil || m.Dropped != MaxCutText+1 || m.Text != nil {
+			t.Fatalf("extended=%v: dropped %d, %d bytes kept, err %v", ext, m.Dropped, len(m.Text), err)
+		}
+		if got := after.TotalAlloc - before.TotalAlloc; got > 256<<10 {
+			t.Fatalf("extended=%v: %d bytes allocated to drop the text", ext, got)
+		}
+		if m, err = ReadClientMessage(r); err != nil || m.Type != msgKeyEvent || m.Keysym != 'x' {
+			t.Fatalf("extended=%v: next message %+v %v", ext, m, err)
+		}
+	}
+	// Announced but never sent: an error once the stream ends.
+	msg := binary.BigEndian.AppendUint32([]byte{msgClientCutText, 0, 0, 0}, MaxCutText+1)
+	if _, err := ReadClientMessage(bytes.NewReader(append(msg, "abc"...))); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("short oversize text: %v", err)
+	}
+}

@@ -73,7 +73,7 @@ const (
 // Bounds on client input.
 const (
 	MaxEncodings   = 512
-	MaxCutText     = 16 << 20
+	MaxCutText     = 1 << 20 // longer clipboard text is read, dropped and logged (TigerVNC's default is 256 KiB)
 	MaxFence       = 64
 	MaxScreens     = 16
 	MaxDesktopSize = 8192
@@ -176,6 +176,7 @@ type ClientMessage struct {
 	X, Y        int           // PointerEvent
 	Text        []byte        // ClientCutText (Latin-1), or the extended clipboard payload
 	Extended    bool          // ClientCutText with a negative length
+	Dropped     int           // ClientCutText over MaxCutText: its length (the bytes were read and discarded)
 	Flags       uint32        // Fence
 	Payload     []byte        // Fence
 	Screens     []ScreenEntry // SetDesktopSize
@@ -279,8 +280,20 @@ func ReadClientMessage(r io.Reader) (ClientMessage, error) {
 		if n < 0 {
 			m.Extended, n = true, -n
 		}
-		if n < 0 || int(n) > MaxCutText { // -MinInt32 stays negative
-			return m, fmt.Errorf("%w: cut text of %d bytes (max %d)", ErrProtocol, n, MaxCutText)
+		if n < 0 { // -MinInt32 stays negative
+			return m, fmt.Errorf("%w: cut text length %d", ErrProtocol, n)
+		}
+		if int(n) > MaxCutText {
+			// As TigerVNC: skip it and go on; a viewer that copied a
+			// big text stays connected. Nothing is kept of it.
+			m.Dropped = int(n)
+			if _, err := io.CopyN(io.Discard, r, int64(n)); err != nil {
+				if errors.Is(err, io.EOF) {
+					err = io.ErrUnexpectedEOF
+				}
+				return m, err
+			}
+			return m, nil
 		}
 		// The length is the viewer's word only: the buffer grows with
 		// the bytes that actually arrive.

@@ -301,6 +301,12 @@ func waitReady(ctx context.Context, port int, p *proc.Process) (Version, error) 
 	}
 }
 
+// HTTP is the client for Chromium's DevTools HTTP endpoint on loopback:
+// no proxy, and no idle connections kept (a new loopback connection
+// costs microseconds; a kept one is a descriptor and two goroutines that
+// outlive the agent that caused them).
+var HTTP = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: time.Minute}
+
 // GetVersion asks the DevTools endpoint on 127.0.0.1:port for /json/version.
 func GetVersion(ctx context.Context, port int) (Version, error) {
 	host := "127.0.0.1:" + strconv.Itoa(port)
@@ -308,7 +314,7 @@ func GetVersion(ctx context.Context, port int) (Version, error) {
 	if err != nil {
 		return Version{}, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := HTTP.Do(req)
 	if err != nil {
 		return Version{}, err
 	}

@@ -68,3 +68,18 @@ func FitWindows(ctx context.Context, port, w, h int) error {
 	}
 	return nil
 }
+
+// CloseBrowser asks Chromium to quit as a person closing it would
+// (Browser.close): unlike SIGTERM, that path writes the cookies set in
+// the last seconds to the profile before the browser exits.
+func CloseBrowser(ctx context.Context, port int) error {
+	s, err := dialBrowser(ctx, port)
+	if err != nil {
+		return fmt.Errorf("cdp: close: %w", err)
+	}
+	defer s.c.CloseNow()
+	if err := s.call(ctx, "Browser.close", nil, nil); err != nil {
+		return fmt.Errorf("cdp: close: %w", err)
+	}
+	return nil
+}

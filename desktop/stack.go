@@ -348,6 +348,13 @@ func (s *Stack) settled(p *proc.Process) bool {
 	if !p.Reaped(5 * time.Second) {
 		s.log.Warn("component dead but not reaped", "component", p.Name, "pid", p.Pid)
 	}
+	// What it started (Chromium's zygote, renderers and GPU process) may
+	// outlive it; they share its process group and go with it.
+	ctx, cancel := context.WithTimeout(s.ctx, 5*time.Second)
+	defer cancel()
+	if err := p.Stop(ctx, 0); err != nil {
+		s.log.Warn("leftovers of a dead component", "component", p.Name, "err", err)
+	}
 	return false
 }
 
@@ -397,6 +404,7 @@ func (s *Stack) adopt(name string, p *proc.Process, set func(), restart bool) {
 func (s *Stack) stopFrom(ctx context.Context, from string) {
 	s.mu.Lock()
 	var ps []*proc.Process
+	chrome := s.chrome
 	if s.chrome != nil {
 		ps = append(ps, s.chrome.Process)
 		s.chrome = nil
@@ -410,6 +418,17 @@ func (s *Stack) stopFrom(ctx context.Context, from string) {
 		s.xvfb = nil
 	}
 	s.mu.Unlock()
+	if chrome != nil && chrome.Alive() {
+		// Quit through DevTools first: SIGTERM loses the cookies of
+		// the last seconds. SIGTERM follows if it has not gone.
+		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		if err := cdp.CloseBrowser(cctx, chrome.Port); err != nil {
+			s.log.Debug("chromium did not take Browser.close", "err", err)
+		} else if !chrome.Reaped(s.cfg.StopGrace) {
+			s.log.Warn("chromium still running after Browser.close", "pid", chrome.Pid)
+		}
+		cancel()
+	}
 	for _, p := range ps {
 		if err := p.Stop(ctx, s.cfg.StopGrace); err != nil {
 			s.log.Error("stop component", "component", p.Name, "err", err)

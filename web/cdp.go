@@ -107,7 +107,7 @@ func (s *Server) cdpDiscovery(w http.ResponseWriter, r *http.Request, rest strin
 		return
 	}
 	req.Host = host // Chromium builds its ws URLs from Host and accepts only IPs and localhost
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := cdp.HTTP.Do(req)
 	if err != nil {
 		http.Error(w, "browser not answering: "+err.Error(), http.StatusBadGateway)
 		return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"net"
 	"net/http"
 	"net/url"
@@ -13,6 +14,9 @@ import (
 
 	"github.com/cubepod/deskd/panel"
 )
+
+// errOtherPort refuses a token minted for another port of the sandbox.
+var errOtherPort = errors.New("panel token is for another port")
 
 type claimsKey struct{}
 type prefixKey struct{}
@@ -69,6 +73,11 @@ func (s *Server) withPanel(next http.Handler) http.Handler {
 		c, err := panel.Verify(s.cfg.PanelSecret, tok, time.Now())
 		if err == nil && s.cfg.SandboxID != "" && c.SID != s.cfg.SandboxID {
 			err = panel.ErrSignature
+		}
+		// A token is for one port of the sandbox: one the gateway minted
+		// for an app on another port must not open the panel.
+		if err == nil && c.Port != 0 && s.cfg.HTTPPort != 0 && c.Port != s.cfg.HTTPPort {
+			err = errOtherPort
 		}
 		if err != nil {
 			s.log.Debug("panel token refused", "err", err, "remote", r.RemoteAddr)

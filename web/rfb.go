@@ -153,8 +153,9 @@ func (s *Server) websockify(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "desktop not available: "+err.Error(), http.StatusServiceUnavailable)
 		return
 	}
-	// RFB messages are bounded by bridge itself (cut text in chunks).
-	c, ctx, done, err := s.upgrade(w, r, wsOptions{subprotocols: []string{"binary"}, readLimit: 64 << 20, ping: true})
+	// RFB over WebSocket is a byte stream (websocket.NetConn lifts the
+	// message size limit): bridge bounds each RFB message instead.
+	c, ctx, done, err := s.upgrade(w, r, wsOptions{subprotocols: []string{"binary"}, readLimit: -1, ping: true})
 	if err != nil {
 		return
 	}

@@ -56,9 +56,11 @@ func get(t *testing.T, h http.Handler, method, target string) *httptest.Response
 }
 
 func TestPanelCheck(t *testing.T) {
-	s := newServer(t, Config{PanelSecret: secret, SandboxID: "sb1"})
+	s := newServer(t, Config{PanelSecret: secret, SandboxID: "sb1", HTTPPort: 8080})
 	h := s.Handler()
 	good := token(t, panel.Claims{SID: "sb1"})
+	ourPort := token(t, panel.Claims{SID: "sb1", Port: 8080})
+	otherPort := token(t, panel.Claims{SID: "sb1", Port: 3000})
 	view := token(t, panel.Claims{SID: "sb1", Scope: panel.ScopeView})
 	expired := token(t, panel.Claims{SID: "sb1", Exp: time.Now().Add(-time.Second).Unix()})
 	other := token(t, panel.Claims{SID: "sb2"})
@@ -86,6 +88,8 @@ func TestPanelCheck(t *testing.T) {
 		{"expired", "GET", "/panel/" + expired + "/vnc.html", 403, "forbidden"},
 		{"tampered", "GET", "/panel/" + tampered + "/vnc.html", 403, "forbidden"},
 		{"other sandbox", "GET", "/panel/" + other + "/vnc.html", 403, "forbidden"},
+		{"our port", "GET", "/panel/" + ourPort + "/vnc.html", 200, "desktop.js"},
+		{"other port of the sandbox", "GET", "/panel/" + otherPort + "/vnc.html", 403, "forbidden"},
 		{"unknown path", "GET", "/panel/" + good + "/nope.js", 404, ""},
 		{"cdp: unknown json endpoint", "GET", "/panel/" + good + "/cdp/json/bogus", 404, "no such DevTools endpoint"},
 		{"cdp: bad target id", "GET", "/panel/" + good + "/cdp/json/close/a%2Fb", 404, ""},

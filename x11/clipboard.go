@@ -18,7 +18,7 @@ import (
 // clipChunk goes out in INCR pieces (ICCCM §2.7.2), never in one
 // ChangeProperty.
 const (
-	MaxClipboard  = 16 << 20 // bytes of text either way
+	MaxClipboard  = 1 << 20 // bytes of text either way
 	clipChunk     = 64 << 10
 	clipStall     = 5 * time.Second // an INCR transfer that makes no progress for this long is dropped
 	clipEventsCap = 1024

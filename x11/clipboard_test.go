@@ -55,7 +55,7 @@ func TestClipboard(t *testing.T) {
 	if targets := read("clipboard", "TARGETS"); !strings.Contains(targets, "UTF8_STRING") {
 		t.Fatalf("TARGETS = %q", targets)
 	}
-	large := strings.Repeat("0123456789abcdé\n", 1<<16) // 1.06 MiB
+	large := strings.Repeat("0123456789abcdé\n", 60000) // 1,020,000 bytes, just under the limit: INCR pieces
 	if err := s.SetClipboard(large); err != nil {
 		t.Fatal(err)
 	}

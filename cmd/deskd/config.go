@@ -44,6 +44,7 @@ type Config struct {
 	SecretsFD       int
 	AllowHost       string
 	OpsListen       string
+	DebugAddr       string
 	MaxConns        int
 	WSPing          time.Duration
 	MaxViewers      int
@@ -119,6 +120,7 @@ func ParseFlags(cmd string, args []string, stderr io.Writer) (*Config, error) {
 	str(&c.VNCPasswordFile, "vnc-password-file", "", "read the VNC password from this file")
 	fs.IntVar(&c.SecretsFD, "secrets-fd", -1, "read the secrets as JSON from this inherited fd (used by deskd start)")
 	str(&c.AllowHost, "allow-host", "", "without a panel key: comma-separated Host names accepted besides loopback ones")
+	str(&c.DebugAddr, "debug-addr", "", "serve net/http/pprof on this loopback address (off by default), to profile a live desktop")
 	str(&c.OpsListen, "ops-listen", "", "also serve /healthz and /metrics only, without a token, on this address (for probes and Prometheus)")
 	maxConns, err := strconv.Atoi(env("max-conns", "1024"))
 	if err != nil {
@@ -269,6 +271,15 @@ func (c *Config) validate() error {
 			return fmt.Errorf("--ops-listen %q: %w", c.OpsListen, err)
 		}
 	}
+	if c.DebugAddr != "" {
+		h, _, err := net.SplitHostPort(c.DebugAddr)
+		if err != nil {
+			return fmt.Errorf("--debug-addr %q: %w", c.DebugAddr, err)
+		}
+		if !isLoopback(h) {
+			return fmt.Errorf("--debug-addr %q: profiles are served on loopback only", c.DebugAddr)
+		}
+	}
 	if c.MaxConns < 16 {
 		return fmt.Errorf("--max-conns %d: want at least 16", c.MaxConns)
 	}
@@ -408,7 +419,7 @@ func (c *Config) serveArgs() []string {
 		"--no-sandbox=" + strconv.FormatBool(c.NoSandbox), "--sandbox-id=" + c.SandboxID,
 		"--log-level=" + c.LogLevel, "--log-format=" + c.LogFormat,
 		"--shell=" + c.Shell, "--terminal-idle=" + c.TermIdle.String(), "--allow-origin=" + c.AllowOrigin, "--cdp-ping=" + c.CDPPing.String(), "--vnc-listen=" + c.VNCListen,
-		"--allow-host=" + c.AllowHost, "--ops-listen=" + c.OpsListen, "--max-conns=" + strconv.Itoa(c.MaxConns),
+		"--allow-host=" + c.AllowHost, "--ops-listen=" + c.OpsListen, "--debug-addr=" + c.DebugAddr, "--max-conns=" + strconv.Itoa(c.MaxConns),
 		"--max-viewers=" + strconv.Itoa(c.MaxViewers), "--ws-ping=" + c.WSPing.String(),
 	}
 	return args

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -186,6 +187,38 @@ func TestIdleServeStartsNothing(t *testing.T) {
 	}
 }
 
+// --debug-addr serves the runtime's profiles on loopback, and only there.
+func TestDebugAddr(t *testing.T) {
+	e := newInstall(t)
+	dbg := "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))
+	cmd := exec.CommandContext(t.Context(), deskdBin, append([]string{"serve", "--debug-addr", dbg}, e.flags...)...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Signal(syscall.SIGTERM); cmd.Wait() }()
+	waitHTTP(t, "http://"+e.listen+"/healthz")
+	for _, tt := range []struct {
+		url  string
+		want int
+		body string
+	}{
+		{"http://" + dbg + "/debug/pprof/heap?debug=1", 200, "heap profile"},
+		{"http://" + dbg + "/debug/pprof/goroutine?debug=1", 200, "goroutine profile"},
+		{"http://" + dbg + "/vnc.html", 404, ""},
+		{"http://" + e.listen + "/debug/pprof/", 404, ""},
+	} {
+		resp, err := http.Get(tt.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tt.want || !strings.Contains(string(b), tt.body) {
+			t.Errorf("GET %s = %d %.80q; want %d %q", tt.url, resp.StatusCode, b, tt.want, tt.body)
+		}
+	}
+}
+
 func waitHTTP(t *testing.T, url string) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
@@ -325,6 +358,8 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"serve", "--panel-secret", "k", "--panel-secret-file", "/etc/hostname", "--sandbox-id", "s"}, "give one"},
 		{[]string{"serve", "--panel-secret-file", "/nonexistent/key", "--sandbox-id", "s"}, "no such file"},
 		{[]string{"serve", "--max-viewers", "0"}, "max-viewers"},
+		{[]string{"serve", "--debug-addr", "0.0.0.0:6060"}, "loopback only"},
+		{[]string{"serve", "--debug-addr", "6060"}, "missing port"},
 	}
 	for _, tt := range tests {
 		var stdout, stderr bytes.Buffer

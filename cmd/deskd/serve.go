@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -41,6 +42,7 @@ type Daemon struct {
 	unix  net.Listener
 	vnc   net.Listener // optional, loopback
 	ops   net.Listener // optional: /healthz and /metrics only
+	debug net.Listener // optional: net/http/pprof, loopback only
 	sp    *proc.Spawner
 	stack *desktop.Stack
 	term  *term.Manager
@@ -82,6 +84,12 @@ func NewDaemon(cfg *Config, stderr io.Writer) (*Daemon, error) {
 			return nil, fmt.Errorf("ops listen: %w", err)
 		}
 		d.ops = web.LimitListener(d.ops, 64)
+	}
+	if cfg.DebugAddr != "" {
+		if d.debug, err = net.Listen("tcp", cfg.DebugAddr); err != nil {
+			return nil, fmt.Errorf("debug listen: %w", err)
+		}
+		d.debug = web.LimitListener(d.debug, 16)
 	}
 	sock := filepath.Join(cfg.RunDir, controlSock)
 	_ = os.Remove(sock) // stale: we hold the lifetime lock
@@ -189,6 +197,13 @@ func (d *Daemon) Run(ctx context.Context) error {
 		servers = append(servers, server(d.web.OpsHandler()))
 		listeners = append(listeners, d.ops)
 	}
+	if d.debug != nil {
+		srv := server(pprofHandler())
+		srv.WriteTimeout = 0 // a CPU profile takes as long as it is asked to
+		servers = append(servers, srv)
+		listeners = append(listeners, d.debug)
+		d.log.Info("profiles served", "addr", d.debug.Addr().String())
+	}
 	errc := make(chan error, len(servers))
 	var wg sync.WaitGroup
 	for i, srv := range servers {
@@ -249,7 +264,21 @@ func (d *Daemon) closeListeners() {
 	if d.ops != nil {
 		d.ops.Close()
 	}
+	if d.debug != nil {
+		d.debug.Close()
+	}
 	if d.lock != nil {
 		d.lock.Close()
 	}
+}
+
+// pprofHandler serves the runtime profiles under /debug/pprof/.
+func pprofHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
 }

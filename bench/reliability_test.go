@@ -1,0 +1,110 @@
+package bench
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cubepod/deskd/internal/testenv"
+)
+
+var (
+	buildOnce sync.Once
+	binDir    string
+	deskdPath string
+	buildErr  error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// deskdBinary builds deskd once for the suites that run it as a
+// supervisor would, and skips when the desktop's programs are missing
+// (DESKD_REQUIRE_ALL=1 makes that a failure).
+func deskdBinary(t *testing.T) string {
+	t.Helper()
+	testenv.LookPath(t, "Xvfb")
+	testenv.Chromium(t)
+	buildOnce.Do(func() {
+		binDir, buildErr = os.MkdirTemp("", "deskd-bench-bin-")
+		if buildErr != nil {
+			return
+		}
+		deskdPath = filepath.Join(binDir, "deskd")
+		out, err := exec.Command("go", "build", "-o", deskdPath, "../cmd/deskd").CombinedOutput()
+		if err != nil {
+			buildErr = err
+			deskdPath = string(out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatalf("build deskd: %v\n%s", buildErr, deskdPath)
+	}
+	return deskdPath
+}
+
+type testLog struct{ t *testing.T }
+
+func (l testLog) Write(p []byte) (int, error) {
+	l.t.Log(string(p[:len(p)-min(1, len(p))]))
+	return len(p), nil
+}
+
+// kill -9 of each part of the desktop with viewers, an agent and a
+// terminal connected: everything comes back, nothing is left behind.
+func TestFaults(t *testing.T) {
+	bin := deskdBinary(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Minute)
+	defer cancel()
+	rep, err := Faults(ctx, ReliabilityConfig{Deskd: bin, Viewers: 3, Log: testLog{t}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range rep.Problems {
+		t.Error(p)
+	}
+	if len(rep.Faults) != len(faultOrder) {
+		t.Fatalf("%d faults reported, want %d", len(rep.Faults), len(faultOrder))
+	}
+}
+
+// Every entry point refuses hostile input with the expected status or
+// close, and deskd serves on.
+func TestHostile(t *testing.T) {
+	bin := deskdBinary(t)
+	rep, err := Hostile(t.Context(), bin, testLog{t})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range rep.Cases {
+		if !c.OK {
+			t.Errorf("%s: %s: got %q, want %q", c.Entry, c.Name, c.Got, c.Want)
+		}
+	}
+	if len(rep.Cases) < 40 {
+		t.Errorf("only %d cases ran", len(rep.Cases))
+	}
+}
+
+// A short load of every client class: deskd gives back its goroutines,
+// descriptors and memory afterwards and logs no error. make bench runs
+// the full 60 s with 50 viewers.
+func TestLoadShort(t *testing.T) {
+	bin := deskdBinary(t)
+	rep, err := Load(t.Context(), bin, LoadConfig{Viewers: 8, Terminals: 2, CDPClients: 3, Duration: 5 * time.Second}, testLog{t})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range rep.Problems {
+		t.Error(p)
+	}
+}
