@@ -55,8 +55,9 @@ vet: assets ## go vet
 
 check: test ## fmt + vet + test (make test runs all three)
 
-bench: build ## measure deskd against its peers; writes bench/results/latest.json
+bench: build ## measure deskd against its peers (bench/results/latest.json), then under faults, load and hostile input (reliability.json)
 	$(BIN)/deskd-bench -out bench/results/latest.json
+	$(BIN)/deskd-bench -reliability bench/results/reliability.json
 
 clean: ## remove built binaries and staged assets
 	rm -rf $(BIN) $(VENDOR)

@@ -234,6 +234,8 @@ func FuzzParseProvide(f *testing.F) {
 	f.Add(uint32(clipProvide|clipFormatText), provide("hello\nworld")[4:])
 	f.Add(uint32(clipProvide|0xffff), provide("x")[4:])
 	f.Add(uint32(clipProvide|clipFormatText), []byte{0x78, 0x9c, 0x03, 0x00})
+	// from the hostile suite: an item claiming 1 GiB
+	f.Add(uint32(clipProvide|clipFormatText), zlibOf([]byte{0x40, 0, 0, 0, 'a', 'b'}))
 	f.Fuzz(func(t *testing.T, flags uint32, data []byte) {
 		text, ok, err := parseProvide(flags, data)
 		if err != nil && (ok || text != "") {

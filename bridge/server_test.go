@@ -483,6 +483,13 @@ func FuzzReadClientMessage(f *testing.F) {
 		{msgQEMU, 0, 0, 1, 0, 0, 0, 0x61, 0, 0, 0, 0x1e},
 		{msgEnableContUpdates, 1, 0, 0, 0, 0, 1, 0, 1, 0},
 		{99},
+		// from the hostile suite (bench/hostile.go)
+		{msgClientCutText, 0, 0, 0, 0x7f, 0xff, 0xff, 0xff, '0', '1', '2'},
+		{msgClientCutText, 0, 0, 0, 0, 0x10, 0, 1},
+		{msgSetEncodings, 0, 0xff, 0xff},
+		{msgFence, 0, 0, 0, 0, 0, 0, 0, 255},
+		{msgSetDesktopSize, 0, 4, 0, 3, 0, 255, 0},
+		{msgSetDesktopSize, 0, 0xff, 0xff, 0xff, 0xff, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 	}
 	for _, s := range seeds {
 		f.Add(s)
@@ -494,6 +501,9 @@ func FuzzReadClientMessage(f *testing.F) {
 		}
 		if len(m.Encodings) > MaxEncodings || len(m.Text) > MaxCutText || len(m.Payload) > MaxFence || len(m.Screens) > MaxScreens {
 			t.Fatalf("bounds exceeded: %+v", m)
+		}
+		if m.Dropped != 0 && (m.Dropped <= MaxCutText || m.Text != nil) {
+			t.Fatalf("dropped %d bytes, kept %d", m.Dropped, len(m.Text))
 		}
 		if m.Type == msgSetPixelFormat && m.PixelFormat.validate() != nil {
 			t.Fatal("invalid pixel format accepted")

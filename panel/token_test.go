@@ -146,6 +146,10 @@ func FuzzVerifySigned(f *testing.F) {
 	f.Add(`{"exp":1e400}`)
 	f.Add(`{"scope":5}`)
 	f.Add(`{"sid":"a","port":70000,"exp":9999999999}`)
+	// from the hostile suite (bench/hostile.go)
+	f.Add(`{"sid":"sb-hostile","port":8080,"exp":9999999999,"scope":"root"}`)
+	f.Add(`{"sid":"sb-hostile","port":8080}`)
+	f.Add(`sid=sb-hostile`)
 	f.Fuzz(func(t *testing.T, js string) {
 		c, err := Verify(secret, signed(js), now)
 		if err != nil {

@@ -4,11 +4,13 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/cubepod/deskd/desktop"
 	"github.com/cubepod/deskd/internal/testenv"
 	"github.com/cubepod/deskd/panel"
 	"github.com/cubepod/deskd/proc"
@@ -304,4 +306,47 @@ func TestLease(t *testing.T) {
 	if h, _ := l.state(t0.Add(1700 * time.Millisecond)); h != "b" {
 		t.Fatalf("holder %q", h)
 	}
+}
+
+// Any path under a valid token, or without one: no panic, nothing from
+// outside the embedded assets, and nothing at all without the token.
+func FuzzPanelPath(f *testing.F) {
+	sp := proc.NewSpawner()
+	// Programs that do not exist: a path that would start the desktop
+	// fails at once instead of starting one per input.
+	st := desktop.New(desktop.Config{RunDir: f.TempDir(), XvfbPath: "/nonexistent/Xvfb", ChromiumPath: "/nonexistent/chromium"}, sp)
+	f.Cleanup(func() { st.Close(context.Background()); sp.Close() })
+	s := New(Config{PanelSecret: secret, SandboxID: "sb1", Stack: st})
+	f.Cleanup(s.Close)
+	h := s.Handler()
+	tok, err := panel.Mint(secret, panel.Claims{SID: "sb1", Scope: panel.ScopeView, Exp: time.Now().Add(24 * time.Hour).Unix()})
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, p := range []string{"/vnc.html", "/../../../../etc/passwd", "/vendor/%2e%2e/%2e%2e/etc/passwd", "/..%2f..%2fetc%2fpasswd",
+		"/vendor/novnc/..%5c..%5cetc%5cpasswd", "/%00", "//etc/passwd", "/api/desktop/status", "/cdp/json/version", "/terminal/ws?session=x"} {
+		f.Add(true, p)
+		f.Add(false, p)
+	}
+	f.Fuzz(func(t *testing.T, withToken bool, p string) {
+		target := p
+		if withToken {
+			target = "/panel/" + tok + p
+		}
+		u, err := url.ParseRequestURI(target)
+		if err != nil || u.Host != "" {
+			return
+		}
+		req := &http.Request{Method: http.MethodGet, URL: u, RequestURI: target, Host: "127.0.0.1:8080", Header: http.Header{},
+			Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
+		req = req.WithContext(context.Background())
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if strings.Contains(rec.Body.String(), "root:x:0:0") {
+			t.Fatalf("GET %q served /etc/passwd", target)
+		}
+		if !strings.HasPrefix(u.EscapedPath(), "/panel/"+tok+"/") && rec.Code != http.StatusForbidden && rec.Code != http.StatusMovedPermanently {
+			t.Fatalf("GET %q without a token under it: %d", target, rec.Code)
+		}
+	})
 }

@@ -79,6 +79,7 @@ type Server struct {
 	base     context.Context // ends at Close: WebSockets hang off it
 	cancel   context.CancelFunc
 	handlers handlerGroup
+	idle     *idleMemory
 }
 
 // New builds a Server; it owns no goroutines.
@@ -92,7 +93,7 @@ func New(cfg Config) *Server {
 	if cfg.WSPing <= 0 {
 		cfg.WSPing = 20 * time.Second
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, sessions: newSessions(cfg.SessionIdle)}
+	s := &Server{cfg: cfg, log: cfg.Logger, sessions: newSessions(cfg.SessionIdle), idle: newIdleMemory(2 * time.Second)}
 	s.base, s.cancel = context.WithCancel(context.Background())
 	s.metrics = newMetrics(cfg.Stack, s.sessions, cfg.Terminal)
 	mux := s.routes()
@@ -107,6 +108,7 @@ func New(cfg Config) *Server {
 func (s *Server) Close() {
 	s.cancel()
 	s.handlers.closeAndWait()
+	s.idle.close()
 	s.rfb.mu.Lock()
 	s.rfb.close()
 	s.rfb.mu.Unlock()

@@ -101,6 +101,7 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, o wsOptions) (*
 		return nil, nil, nil, err
 	}
 	c.SetReadLimit(o.readLimit)
+	s.idle.add()
 	ctx, cancel := context.WithCancel(s.base)
 	stop := context.AfterFunc(r.Context(), cancel)
 	release := s.sessions.hold(sessionKeyFrom(r), time.Now())
@@ -123,6 +124,7 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, o wsOptions) (*
 		cancel()
 		<-kept
 		c.CloseNow()
+		s.idle.done()
 		s.handlers.Done()
 	}
 	return c, ctx, done, nil

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/cubepod/deskd/bench"
 )
@@ -28,11 +30,16 @@ func run(ctx context.Context) int {
 	rounds := fs.Int("rounds", 5, "alternating deskd/peer rounds per scenario")
 	ttyd := fs.String("ttyd", os.Getenv("TTYD"), "ttyd binary for the terminal peer (env TTYD)")
 	only := fs.String("only", "", "comma-separated scenarios to run (default all); the report then holds only those")
+	reliability := fs.String("reliability", "", "instead: run the fault, load and hostile-input suites and write this report (.md beside it)")
+	loadTime := fs.Duration("load-time", 60*time.Second, "how long the load test of -reliability lasts")
 	fs.Parse(os.Args[1:])
 	abs, err := filepath.Abs(*deskd)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "deskd-bench:", err)
 		return 2
+	}
+	if *reliability != "" {
+		return runReliability(ctx, abs, *reliability, *loadTime)
 	}
 	rep, runErr := bench.Run(ctx, bench.Config{Deskd: abs, Rounds: *rounds, TTYD: *ttyd, Log: os.Stderr, Only: splitList(*only)})
 	js, err := rep.MarshalJSON()
@@ -64,4 +71,33 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// runReliability runs the reliability suites and writes their report;
+// it fails when a suite could not run or found a problem.
+func runReliability(ctx context.Context, deskd, out string, loadTime time.Duration) int {
+	rep, runErr := bench.Reliability(ctx, bench.ReliabilityConfig{Deskd: deskd, Log: os.Stderr, Viewers: 10,
+		Load: bench.LoadConfig{Duration: loadTime}})
+	js, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "deskd-bench:", err)
+		return 1
+	}
+	md := rep.Markdown()
+	for path, b := range map[string][]byte{out: append(js, '\n'), strings.TrimSuffix(out, ".json") + ".md": []byte(md)} {
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "deskd-bench:", err)
+			return 1
+		}
+	}
+	fmt.Print(md)
+	if runErr != nil {
+		fmt.Fprintln(os.Stderr, "deskd-bench:", runErr)
+		return 1
+	}
+	if p := rep.Problems(); len(p) > 0 {
+		fmt.Fprintf(os.Stderr, "deskd-bench: %d problems\n", len(p))
+		return 1
+	}
+	return 0
 }
