@@ -3,10 +3,10 @@ package bridge
 import (
 	"bytes"
 	"encoding/binary"
-	"image"
-	"image/jpeg"
 
 	"github.com/klauspost/compress/zlib"
+
+	"github.com/cubepod/deskd/jpegenc"
 )
 
 // Frame is a BGRX framebuffer: 4 bytes a pixel, blue first, as X gives it.
@@ -120,7 +120,9 @@ func (w pixelWriter) putCPixel(dst []byte, rgb uint32, drop int) []byte {
 // across rectangles, so each stream must live as long as the connection).
 type encoder struct {
 	pw          pixelWriter
-	quality     int // JPEG quality level 0..9, -1: no JPEG
+	quality     int              // JPEG quality level 0..9, -1: no JPEG
+	jpeg        *jpegenc.Encoder // for quality, made when it changes
+	jpegBuf     []byte
 	level       int // zlib level
 	zlibStream  *zstream
 	zrleStream  *zstream
@@ -388,18 +390,17 @@ func compactLen(dst []byte, n int) []byte {
 }
 
 func (e *encoder) tightJPEG(dst []byte, f *Frame, r Rect) []byte {
-	img := image.NewRGBA(image.Rect(0, 0, r.W, r.H))
-	for y := 0; y < r.H; y++ {
-		row := f.Pix[(r.Y+y)*f.Stride+4*r.X:]
-		out := img.Pix[y*img.Stride:]
-		for x := 0; x < r.W; x++ {
-			out[4*x], out[4*x+1], out[4*x+2], out[4*x+3] = row[4*x+2], row[4*x+1], row[4*x], 0xff
-		}
+	q := jpegQualities[e.quality]
+	if e.jpeg == nil || e.jpeg.Quality() != q {
+		e.jpeg = jpegenc.New(q)
 	}
-	var buf bytes.Buffer
-	jpeg.Encode(&buf, img, &jpeg.Options{Quality: jpegQualities[e.quality]})
+	var err error
+	e.jpegBuf, err = e.jpeg.Encode(e.jpegBuf[:0], f.Pix[r.Y*f.Stride+4*r.X:], f.Stride, r.W, r.H)
+	if err != nil { // r lies in f: cannot happen
+		panic(err)
+	}
 	dst = append(dst, tightJPEG)
-	return append(compactLen(dst, buf.Len()), buf.Bytes()...)
+	return append(compactLen(dst, len(e.jpegBuf)), e.jpegBuf...)
 }
 
 // ZRLE (RFC 6143 §7.7.6): u32 length, then zlib data of 64×64 tiles, each

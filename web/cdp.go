@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -34,16 +35,25 @@ var (
 // "running" is not trusted alone: a browser killed a moment ago still
 // looks alive until it is reaped, so it is asked, and Activate restarts
 // one that does not answer.
+// answerTimeout bounds the wait for Chromium's answer to a discovery
+// request (a busy browser under load takes seconds).
+const answerTimeout = 10 * time.Second
+
 func (s *Server) chromium(ctx context.Context) (int, error) {
 	port := s.cfg.Stack.CDPPort()
-	// A running browser is used as it is: the request that follows
-	// (discovery, or dialing the target with its own timeout) tells a
-	// slow or hung one, and restarting a hung one is the health
-	// checker's call (two failed checks), never one agent's impatience.
-	// Under load Chromium can take seconds to answer /json/version, and
-	// a probe here turned that into refused connections.
+	// A running browser whose port takes connections is used as it is:
+	// the kernel accepts them even when Chromium is too busy to answer
+	// at once, and one that has just died refuses them. A probe of
+	// /json/version here, bounded at 2 s, turned a browser busy under
+	// load into refused agents. Slow answers are the request's own
+	// business (answerTimeout), and restarting a hung browser is the
+	// health checker's call (two failed checks), never one agent's.
 	if st := s.cfg.Stack.Status(); st.Status == desktop.StatusRunning && st.Pids[desktop.Chromium] != 0 {
-		return port, nil
+		c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), time.Second)
+		if err == nil {
+			c.Close()
+			return port, nil
+		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
@@ -96,13 +106,19 @@ func (s *Server) cdpDiscovery(w http.ResponseWriter, r *http.Request, rest strin
 	}
 	host := "127.0.0.1:" + strconv.Itoa(port)
 	u := &url.URL{Scheme: "http", Host: host, Path: rest, RawQuery: r.URL.RawQuery}
-	req, err := http.NewRequestWithContext(r.Context(), method, u.String(), nil)
+	ctx, cancel := context.WithTimeout(r.Context(), answerTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), nil)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
 	req.Host = host // Chromium builds its ws URLs from Host and accepts only IPs and localhost
 	resp, err := cdp.HTTP.Do(req)
+	if ctx.Err() != nil && r.Context().Err() == nil {
+		http.Error(w, fmt.Sprintf("browser not answering within %v (busy, or hung: the health check restarts a hung one)", answerTimeout), http.StatusServiceUnavailable)
+		return
+	}
 	if err != nil {
 		http.Error(w, "browser not answering: "+err.Error(), http.StatusBadGateway)
 		return

@@ -1,0 +1,160 @@
+package jpegenc
+
+import "math/bits"
+
+// DCT multipliers with constBits fractional bits.
+const (
+	fix0382 = 3135  // 0.382683433 · 2^13
+	fix0541 = 4433  // 0.541196100 · 2^13
+	fix0707 = 5793  // 0.707106781 · 2^13
+	fix1306 = 10703 // 1.306562965 · 2^13
+)
+
+func mul(v, c int32) int32 { return (v*c + 1<<(constBits-1)) >> constBits }
+
+// fdct is the AAN (Arai, Agui, Nakajima) forward DCT of an 8×8 block in
+// place, rows then columns: five multiplies per 8 points. Output k of a
+// pass is 8·DCT(k)·aanScale[k] in each dimension; the quantisation
+// reciprocals take that scale out.
+func fdct(b *[64]int32) {
+	for i := 0; i < 64; i += 8 {
+		d := (*[8]int32)(b[i : i+8])
+		t0, t7 := d[0]+d[7], d[0]-d[7]
+		t1, t6 := d[1]+d[6], d[1]-d[6]
+		t2, t5 := d[2]+d[5], d[2]-d[5]
+		t3, t4 := d[3]+d[4], d[3]-d[4]
+		t10, t13 := t0+t3, t0-t3
+		t11, t12 := t1+t2, t1-t2
+		d[0], d[4] = t10+t11, t10-t11
+		z1 := mul(t12+t13, fix0707)
+		d[2], d[6] = t13+z1, t13-z1
+		t10, t11, t12 = t4+t5, t5+t6, t6+t7
+		z5 := mul(t10-t12, fix0382)
+		z2 := mul(t10, fix0541) + z5
+		z4 := mul(t12, fix1306) + z5
+		z3 := mul(t11, fix0707)
+		z11, z13 := t7+z3, t7-z3
+		d[5], d[3] = z13+z2, z13-z2
+		d[1], d[7] = z11+z4, z11-z4
+	}
+	for i := range 8 {
+		t0, t7 := b[i]+b[56+i], b[i]-b[56+i]
+		t1, t6 := b[8+i]+b[48+i], b[8+i]-b[48+i]
+		t2, t5 := b[16+i]+b[40+i], b[16+i]-b[40+i]
+		t3, t4 := b[24+i]+b[32+i], b[24+i]-b[32+i]
+		t10, t13 := t0+t3, t0-t3
+		t11, t12 := t1+t2, t1-t2
+		b[i], b[32+i] = t10+t11, t10-t11
+		z1 := mul(t12+t13, fix0707)
+		b[16+i], b[48+i] = t13+z1, t13-z1
+		t10, t11, t12 = t4+t5, t5+t6, t6+t7
+		z5 := mul(t10-t12, fix0382)
+		z2 := mul(t10, fix0541) + z5
+		z4 := mul(t12, fix1306) + z5
+		z3 := mul(t11, fix0707)
+		z11, z13 := t7+z3, t7-z3
+		b[40+i], b[24+i] = z13+z2, z13-z2
+		b[8+i], b[56+i] = z11+z4, z11-z4
+	}
+}
+
+// block transforms, quantises and entropy-codes one block with table t
+// (0 luma, 1 chroma) after the previous DC value prev; it returns this
+// block's DC value.
+func (e *Encoder) block(b *[64]int32, t int, prev int32) int32 {
+	fdct(b)
+	recip := &e.recipZ[t]
+	var q [64]int32    // zigzag order
+	var nonzero uint64 // bit k: q[k] != 0
+	for k, n := range zigzag {
+		v := int64(b[n&63]) * recip[k&63] // (the masks spare the bounds checks)
+		m := v >> 63                      // symmetric rounding, without a branch
+		a := (v ^ m) - m
+		c := int32(((a+1<<(quantBits-1))>>quantBits ^ m) - m)
+		q[k] = c
+		nonzero |= uint64(uint32(c|-c)>>31) << k // bit k set when c != 0, without a branch
+	}
+	dc, ac := &huffTables[2*t], &huffTables[2*t+1]
+	w := &e.bw
+	w.emit(dc, q[0]-prev)
+	// Walk the non-zero AC values only: the zeros between them are runs.
+	k := 0
+	for rest := nonzero >> 1 << 1; rest != 0; rest &= rest - 1 {
+		next := bits.TrailingZeros64(rest)
+		run := next - k - 1
+		k = next
+		for run > 15 {
+			w.put(ac[0xf0].bits, uint(ac[0xf0].len)) // ZRL: sixteen zeros
+			run -= 16
+		}
+		c := min(max(q[k], -1023), 1023) // baseline AC values have at most 10 bits
+		size, extra := magnitude(c)
+		h := ac[(run<<4|int(size))&0xff]
+		w.put(h.bits<<size|extra, uint(h.len)+size)
+	}
+	if k < 63 {
+		w.put(ac[0x00].bits, uint(ac[0x00].len)) // EOB
+	}
+	return q[0]
+}
+
+// magnitude returns the size category of v and its extra bits (T.81
+// F.1.2.1: negative values as v-1 in size bits).
+func magnitude(v int32) (uint, uint32) {
+	a := v
+	if a < 0 {
+		a = -a
+		v--
+	}
+	size := uint(bits.Len32(uint32(a)))
+	return size, uint32(v) & (1<<size - 1)
+}
+
+// bitWriter packs codes MSB first, stuffing a zero after each 0xFF.
+type bitWriter struct {
+	buf []byte
+	acc uint64 // the pending bits, in the low n
+	n   uint
+}
+
+// emit writes a DC difference: its category's code, then its bits.
+func (w *bitWriter) emit(t *[256]code, v int32) {
+	size, extra := magnitude(v)
+	h := t[size]
+	w.put(h.bits<<size|extra, uint(h.len)+size)
+}
+
+// put appends the low n bits of v (n ≤ 32).
+func (w *bitWriter) put(v uint32, n uint) {
+	w.acc = w.acc<<n | uint64(v)
+	w.n += n
+	if w.n < 32 {
+		return
+	}
+	for w.n >= 8 {
+		w.n -= 8
+		b := byte(w.acc >> w.n)
+		if b == 0xff {
+			w.buf = append(w.buf, 0xff, 0)
+		} else {
+			w.buf = append(w.buf, b)
+		}
+	}
+}
+
+// finish pads the last byte with ones and returns the buffer.
+func (w *bitWriter) finish() []byte {
+	if pad := (8 - w.n%8) % 8; pad > 0 {
+		w.acc = w.acc<<pad | (1<<pad - 1)
+		w.n += pad
+	}
+	for w.n >= 8 {
+		w.n -= 8
+		b := byte(w.acc >> w.n)
+		w.buf = append(w.buf, b)
+		if b == 0xff {
+			w.buf = append(w.buf, 0)
+		}
+	}
+	return w.buf
+}
