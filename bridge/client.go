@@ -6,8 +6,10 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"runtime"
 	"slices"
 	"sync"
+	"time"
 )
 
 // tiles is a dirty-tile bitmap: bounded whatever the damage rate, and
@@ -60,6 +62,37 @@ func (t *tiles) each(r Rect, fn func(Rect)) {
 			}
 		}
 	}
+}
+
+// clearTile unmarks the tile r is (a whole tile, as take returns them).
+func (t *tiles) clearTile(r Rect) {
+	if r.X%tile != 0 || r.Y%tile != 0 || r.W != min(tile, t.w-r.X) || r.H != min(tile, t.h-r.Y) {
+		return // a part of a tile: the rest of it is as it was
+	}
+	if i := r.Y/tile*t.cols + r.X/tile; i < len(t.bits) && t.bits[i] {
+		t.bits[i] = false
+		t.n--
+	}
+}
+
+// moveTo marks in dst every tile marked here and clears this set; it
+// returns how many tiles it moved.
+func (t *tiles) moveTo(dst *tiles) int {
+	n := 0
+	for i, b := range t.bits {
+		if !b || i >= len(dst.bits) {
+			continue
+		}
+		t.bits[i] = false
+		n++
+		if !dst.bits[i] {
+			dst.bits[i] = true
+			dst.n++
+		}
+		delete(dst.sent, i)
+	}
+	t.n = 0
+	return n
 }
 
 // take returns and clears the dirty tiles inside r.
@@ -119,7 +152,12 @@ type client struct {
 	copy                                 *scroll   // a move it is owed, sent before any pixels
 	flow                                 flow      // continuous updates and fences
 	key                                  encKey    // settings of its last update (for sharing)
-	extSizeSent                          bool      // it has had its first ExtendedDesktopSize
+	// lossy are the tiles the viewer last got as JPEG; once the screen
+	// has been still for refineDelay they are sent again lossless
+	// (refining: the next update carries no JPEG), as TigerVNC does.
+	lossy       *tiles
+	refining    bool
+	extSizeSent bool // it has had its first ExtendedDesktopSize
 
 	// Used by the writer only.
 	sent       int32 // encoding of the previous update, to log changes
@@ -234,13 +272,28 @@ func (c *client) readLoop(ctx context.Context, br *bufio.Reader) error {
 	}
 }
 
+// refineDelay is how long tiles sent as JPEG must stay unchanged, with
+// no update in between, before they are sent again lossless: text
+// settles crisp after a scroll, and a video or animation is not sent
+// twice.
+const refineDelay = 100 * time.Millisecond
+
 // writeLoop sends one update per request, when there is something in it.
 func (c *client) writeLoop(ctx context.Context) error {
+	refine := time.NewTimer(time.Hour) // owned here; armed after lossy updates
+	refine.Stop()
+	defer refine.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-c.wake:
+		case <-refine.C:
+			c.mu.Lock()
+			if c.lossy.moveTo(c.dirty) > 0 {
+				c.refining = true
+			}
+			c.mu.Unlock()
 		}
 		// Shared state first: the capture loop takes s.mu then c.mu, so
 		// nothing here may take s.mu while holding c.mu.
@@ -291,13 +344,17 @@ func (c *client) writeLoop(ctx context.Context) error {
 			c.enc.pw = newPixelWriter(*c.pf)
 			c.pf = nil
 		}
-		c.enc.quality, c.enc.level = c.quality, c.level
+		quality := c.quality
+		if c.refining { // this update makes lossy tiles exact
+			quality, c.refining = -1, false
+		}
+		c.enc.quality, c.enc.level = quality, c.level
 		if c.enc2 == nil {
 			c.enc2 = &encoder{tightBase: 2}
 		}
-		c.enc2.pw, c.enc2.quality, c.enc2.level = c.enc.pw, c.quality, c.level
+		c.enc2.pw, c.enc2.quality, c.enc2.level = c.enc.pw, quality, c.level
 		encoding := c.choose()
-		c.key = encKey{enc: encoding, pf: c.enc.pw.pf, quality: c.quality, level: c.level}
+		c.key = encKey{enc: encoding, pf: c.enc.pw.pf, quality: quality, level: c.level}
 		key := c.key
 		c.mu.Unlock()
 		// Viewers with equal Tight settings share independently encoded tiles.
@@ -344,6 +401,24 @@ func (c *client) writeLoop(ctx context.Context) error {
 		}
 		if err := c.sendUpdate(rects, encoding, cursor, cp, trailer, sh); err != nil {
 			return err
+		}
+		// Which tiles the viewer now has as JPEG: those wait for the
+		// screen to be still, then go again lossless.
+		c.mu.Lock()
+		for _, r := range rects {
+			c.lossy.clearTile(r)
+		}
+		for _, r := range c.enc.lossy {
+			c.lossy.mark(r)
+		}
+		for _, r := range c.enc2.lossy {
+			c.lossy.mark(r)
+		}
+		pending := c.lossy.n > 0
+		c.mu.Unlock()
+		c.enc.lossy, c.enc2.lossy = c.enc.lossy[:0], c.enc2.lossy[:0]
+		if pending {
+			refine.Reset(refineDelay)
 		}
 	}
 }
@@ -433,10 +508,11 @@ func (c *client) sendUpdate(rects []Rect, encoding int32, cursor *cursorShape, c
 	if cp != nil { // before any pixels: they are newer than what it moves
 		c.out = appendCopyRect(c.out, *cp)
 	}
-	if encoding == EncTight && area(rects) >= parallelArea {
-		// Two halves at once, each with its own Tight streams; appended
-		// in order, every stream still sees its data in order.
-		half := len(rects) / 2
+	if total := area(rects); encoding == EncTight && total >= parallelArea && len(rects) > 1 && runtime.GOMAXPROCS(0) > 1 {
+		// Two halves of equal area at once, each with its own Tight
+		// streams; appended in order, every stream still sees its data
+		// in order.
+		half := splitArea(rects, total)
 		done := make(chan struct{})
 		go func() { // ends before sendUpdate goes on
 			c.out2 = c.enc2.appendRects(c.out2[:0], c.snap, rects[half:], encoding, sh.part(half, len(rects)))
@@ -456,8 +532,22 @@ func (c *client) sendUpdate(rects []Rect, encoding int32, cursor *cursorShape, c
 }
 
 // parallelArea is the update size (pixels) from which Tight encodes on
-// two cores: a quarter of a 1280x800 screen.
-const parallelArea = 256 * 1024
+// two cores: sixteen 64×64 tiles, some 0.3 ms of encoding or more, where
+// a goroutine's hand-over costs microseconds.
+const parallelArea = 16 * 64 * 64
+
+// splitArea returns the index that splits rs into two runs of about
+// equal area, each non-empty.
+func splitArea(rs []Rect, total int) int {
+	n := 0
+	for i, r := range rs {
+		n += r.W * r.H
+		if 2*n >= total {
+			return min(max(i+1, 1), len(rs)-1)
+		}
+	}
+	return len(rs) / 2
+}
 
 func area(rs []Rect) int {
 	n := 0
@@ -477,19 +567,21 @@ func (e *encoder) appendRects(dst []byte, f *Frame, rects []Rect, encoding int32
 		dst = be.AppendUint16(dst, uint16(r.W))
 		dst = be.AppendUint16(dst, uint16(r.H))
 		dst = be.AppendUint32(dst, uint32(encoding))
+		start := len(dst)
 		if sh != nil && sh.versions[n] != 0 {
 			if body, ok := sh.cache.get(sh.idx[n], sh.versions[n], sh.key); ok {
 				dst = append(dst, body...)
-				continue
+			} else {
+				dst = e.encodeTight(dst, f, r)
+				sh.cache.put(sh.idx[n], sh.versions[n], sh.key, bytes.Clone(dst[start:]))
 			}
-			start := len(dst)
-			dst = e.encodeTight(dst, f, r)
-			sh.cache.put(sh.idx[n], sh.versions[n], sh.key, bytes.Clone(dst[start:]))
+			e.noteLossy(dst[start:], r)
 			continue
 		}
 		switch encoding {
 		case EncTight:
 			dst = e.encodeTight(dst, f, r)
+			e.noteLossy(dst[start:], r)
 		case EncZRLE:
 			dst = e.encodeZRLE(dst, f, r)
 		case EncZlib:

@@ -123,7 +123,8 @@ type encoder struct {
 	quality     int              // JPEG quality level 0..9, -1: no JPEG
 	jpeg        *jpegenc.Encoder // for quality, made when it changes
 	jpegBuf     []byte
-	level       int // zlib level
+	lossy       []Rect // rectangles sent as JPEG since the writer last looked
+	level       int    // zlib level
 	zlibStream  *zstream
 	zrleStream  *zstream
 	tightStream [4]*zstream
@@ -387,6 +388,13 @@ func compactLen(dst []byte, n int) []byte {
 		n >>= 7
 	}
 	return append(dst, byte(n))
+}
+
+// noteLossy records r when its Tight body is JPEG.
+func (e *encoder) noteLossy(body []byte, r Rect) {
+	if len(body) > 0 && body[0]&0xf0 == tightJPEG {
+		e.lossy = append(e.lossy, r)
+	}
 }
 
 func (e *encoder) tightJPEG(dst []byte, f *Frame, r Rect) []byte {

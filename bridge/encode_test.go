@@ -409,3 +409,22 @@ func TestCompactLen(t *testing.T) {
 		}
 	}
 }
+
+func TestSplitArea(t *testing.T) {
+	sq := func(n int) Rect { return Rect{W: n, H: 1} }
+	tests := []struct {
+		rs   []Rect
+		want int
+	}{
+		{[]Rect{sq(10), sq(10), sq(10), sq(10)}, 2},
+		{[]Rect{sq(100), sq(1), sq(1)}, 1}, // the big one alone
+		{[]Rect{sq(1), sq(1), sq(100)}, 2}, // never empty on the right
+		{[]Rect{sq(5), sq(5)}, 1},
+		{[]Rect{sq(1), sq(2), sq(3), sq(4)}, 3}, // 6 | 4 is as close as 3 | 7
+	}
+	for _, tt := range tests {
+		if got := splitArea(tt.rs, area(tt.rs)); got != tt.want {
+			t.Errorf("splitArea(%v) = %d, want %d", tt.rs, got, tt.want)
+		}
+	}
+}

@@ -124,6 +124,7 @@ type rfbClient struct {
 	cursor cursorSeen
 	sizes  []Rect // size pseudo-rectangles received (x: reason, y: status)
 	copies int    // CopyRect rectangles applied
+	jpegs  int    // Tight rectangles that came as JPEG
 }
 
 type cursorSeen struct {
@@ -293,7 +294,10 @@ func (c *rfbClient) decode(r Rect, enc int32) []uint32 {
 		n := binary.BigEndian.Uint32(c.read(4))
 		return pixels(c.pf, c.zlib.inflate(c.t, c.read(int(n)), r.W*r.H*bpp))
 	case EncTight:
-		px, _ := c.tight.decodeFrom(c.t, c.read, r)
+		px, jpeg := c.tight.decodeFrom(c.t, c.read, r)
+		if jpeg {
+			c.jpegs++
+		}
 		return px
 	}
 	c.t.Fatalf("encoding %d", enc)
@@ -582,5 +586,42 @@ func TestParallelTightUpdates(t *testing.T) {
 		if !c.matches(scr) {
 			t.Fatalf("after change %d the viewer differs from the screen", i)
 		}
+	}
+}
+
+// Tiles sent as JPEG are sent again lossless once the screen has been
+// still for refineDelay: the viewer ends up with the exact picture.
+func TestLossyRefinement(t *testing.T) {
+	scr := newMemScreen(256, 128)
+	rng := rand.New(rand.NewPCG(5, 6))
+	scr.mu.Lock()
+	for i := range scr.f.Pix { // photo-like noise everywhere: JPEG at any quality level
+		scr.f.Pix[i] = byte(rng.IntN(256))
+	}
+	scr.mu.Unlock()
+	s := newTestServer(t, scr, "")
+	c := dialRFB(t, s, version38, "", ConnOptions{})
+	c.setPixelFormat(noVNCFormat)
+	c.setEncodings(EncTight, encJPEGQuality0+6)
+	c.request(false)
+	t0 := time.Now()
+	c.update()
+	if c.jpegs == 0 || c.matches(scr) {
+		t.Fatalf("first update: %d JPEG rectangles, exact %v; want lossy", c.jpegs, c.matches(scr))
+	}
+	jpegs := c.jpegs
+	c.request(true)
+	rects := c.update()
+	if waited := time.Since(t0); waited < refineDelay {
+		t.Fatalf("refined after %v, before the screen was still for %v", waited, refineDelay)
+	}
+	if c.jpegs != jpegs || len(rects) == 0 || !c.matches(scr) {
+		t.Fatalf("refinement: %d rectangles, %d more JPEG, exact %v", len(rects), c.jpegs-jpegs, c.matches(scr))
+	}
+	// Nothing more to refine: the next request waits for a change.
+	c.request(true)
+	scr.paint(Rect{0, 0, 64, 64}, 0x123456)
+	if rects := c.update(); len(rects) != 1 || !c.matches(scr) {
+		t.Fatalf("after a change: %v", rects)
 	}
 }
