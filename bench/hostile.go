@@ -217,7 +217,7 @@ func Hostile(ctx context.Context, bin string, log io.Writer) (*HostileReport, er
 		return rep, err
 	}
 	rep.Limits = []string{
-		"HTTP: request headers within 10 s (ReadHeaderTimeout), at most 64 KiB; idle keep-alive 120 s; " + strconv.Itoa(maxConns) + " open connections (--max-conns), more wait",
+		"HTTP: request headers within 10 s (ReadHeaderTimeout), at most 64 KiB; idle keep-alive 120 s; at most --max-conns open connections (default 1024, " + strconv.Itoa(maxConns) + " in this suite), more wait in the backlog",
 		"WebSocket messages: terminal 1 MiB + 1, CDP 256 MiB (streamed, never held whole); RFB is a byte stream whose messages are bounded one by one: clipboard text 1 MiB (longer is read and dropped), 512 encodings, fence 64 B, 16 screens, 8192 px",
 		"desktop and terminal WebSockets pinged every 20 s, dropped after two missed; any WebSocket under a token closed 1008 at its expiry",
 		"32 VNC viewers (--max-viewers); a viewer that stops reading is dropped after 30 s",

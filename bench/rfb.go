@@ -28,6 +28,33 @@ const movingPage = `data:text/html,<body style='margin:0;font:15px/1.3 monospace
 	`let s='';for(let i=0;i<3000;i++)s+=i+'  The quick brown fox jumps over the lazy dog; lorem ipsum dolor sit amet, consectetur.\n';` +
 	`p.textContent=s;setInterval(()=>{if(window.paused)return;scrollBy(0,4);if(scrollY>60000)scrollTo(0,0)},33)</script></body>`
 
+// wheelPage: a text page scrolled in mouse-wheel steps (100 px every
+// 100 ms, as a person reads) with a clock ticking in a corner.
+const wheelPage = `data:text/html,<body style='margin:0;font:15px/1.3 sans-serif;background:%23fff'><div id=c style='position:fixed;right:8px;top:8px;font:bold 20px monospace;background:%23ffd;padding:4px'></div><div id=p></div><script>` +
+	`let s='';for(let i=0;i<1500;i++)s+='<p>'+i+'. The quick brown fox jumps over the lazy dog; <b>lorem ipsum</b> dolor sit amet, <i>consectetur</i> adipiscing elit, sed do eiusmod tempor.</p>';` +
+	`p.innerHTML=s;setInterval(()=>{c.textContent=new Date().toISOString().slice(11,22);if(window.paused)return;scrollBy(0,100);if(scrollY>50000)scrollTo(0,0)},100)</script></body>`
+
+// galleryPage: photo-like pictures (gradients and noise, drawn once,
+// the same for every run) scrolled 120 px every 100 ms.
+const galleryPage = `data:text/html,<body style='margin:0;background:%23222'><div id=g style='display:flex;flex-wrap:wrap;gap:6px'></div><script>` +
+	`let seed=7;const rnd=()=>(seed=(seed*1103515245+12345)%252147483648)/2147483648;` +
+	`for(let i=0;i<80;i++){const c=document.createElement('canvas');c.width=300;c.height=200;const x=c.getContext('2d');` +
+	`const gr=x.createLinearGradient(0,0,300,200);gr.addColorStop(0,'hsl('+(i*47%25360)+',60%25,45%25)');gr.addColorStop(1,'hsl('+(i*91%25360)+',70%25,70%25)');x.fillStyle=gr;x.fillRect(0,0,300,200);` +
+	`const d=x.getImageData(0,0,300,200);for(let k=0;k<d.data.length;k+=4){const n=(rnd()-0.5)*40;d.data[k]+=n;d.data[k+1]+=n;d.data[k+2]+=n}x.putImageData(d,0,0);g.appendChild(c)}` +
+	`setInterval(()=>{if(window.paused)return;scrollBy(0,120);if(scrollY>3500)scrollTo(0,0)},100)</script></body>`
+
+// typingPage: a text field that gets a character every 50 ms (a fast
+// typist) with its caret, lines wrapping, the rest of the screen still.
+const typingPage = `data:text/html,<body style='margin:0;background:%23fff'><textarea id=t style='width:100%25;height:100vh;font:16px monospace;border:0'></textarea><script>` +
+	`const w='The quick brown fox jumps over the lazy dog. ';let i=0;t.focus();` +
+	`setInterval(()=>{if(window.paused)return;t.value+=w[i++%25w.length];if(t.value.length>1500)t.value='';t.selectionStart=t.selectionEnd=t.value.length},50)</script></body>`
+
+// rfbContent is one kind of screen content the RFB scenarios measure.
+type rfbContent struct {
+	page, describe string
+	transport      bool // also measure the WebSocket transport (once is enough)
+}
+
 // Marker geometry: a small X window of our own above everything, whose
 // colour the bench flips to time the path from a change on the screen to
 // a viewer's decoded pixels.
@@ -40,6 +67,22 @@ const (
 // x11vnc + websockify serving the same Xvfb showing the same scrolling
 // page, alternately, with 1 and with 10 viewers.
 func rfbScenario(ctx context.Context, c Config) ([]Figure, string, error) {
+	return rfbMeasure(ctx, c, rfbContent{movingPage, "Chromium scrolling a text page ~30 times a second", true})
+}
+
+func rfbWheelScenario(ctx context.Context, c Config) ([]Figure, string, error) {
+	return rfbMeasure(ctx, c, rfbContent{wheelPage, "a text page scrolled in wheel steps (100 px every 100 ms) with a ticking clock", false})
+}
+
+func rfbGalleryScenario(ctx context.Context, c Config) ([]Figure, string, error) {
+	return rfbMeasure(ctx, c, rfbContent{galleryPage, "a gallery of photo-like pictures scrolled 120 px every 100 ms", false})
+}
+
+func rfbTypingScenario(ctx context.Context, c Config) ([]Figure, string, error) {
+	return rfbMeasure(ctx, c, rfbContent{typingPage, "typing into a text field, a character every 50 ms", false})
+}
+
+func rfbMeasure(ctx context.Context, c Config, content rfbContent) ([]Figure, string, error) {
 	x11vnc, err := exec.LookPath("x11vnc")
 	if err != nil {
 		return nil, "", errors.New("x11vnc is not installed (apt-get install x11vnc)")
@@ -53,7 +96,7 @@ func rfbScenario(ctx context.Context, c Config) ([]Figure, string, error) {
 		return nil, "", err
 	}
 	defer dk.stop()
-	display, err := startDesktop(ctx, dk, movingPage)
+	display, err := startDesktop(ctx, dk, content.page)
 	if err != nil {
 		return nil, "", err
 	}
@@ -123,6 +166,9 @@ func rfbScenario(ctx context.Context, c Config) ([]Figure, string, error) {
 					return nil, "", fmt.Errorf("%s: the viewer's picture matches the screen on only %.1f%% of pixels: the client or the server decodes wrongly", side.name, 100*r.correct)
 				}
 			}
+			if !content.transport {
+				continue
+			}
 			t, err := transportThroughput(ctx, side.url)
 			if err != nil {
 				return nil, "", fmt.Errorf("%s, transport: %w", side.name, err)
@@ -142,9 +188,11 @@ func rfbScenario(ctx context.Context, c Config) ([]Figure, string, error) {
 		figure("10 viewers: server CPU per frame", "ms", "lower", ten.cpu[0], ten.cpu[1]),
 		figure("10 viewers: update latency p50", "ms", "lower", ten.p50[0], ten.p50[1]),
 		figure("10 viewers: update latency p99", "ms", "lower", ten.p99[0], ten.p99[1]),
-		figure("WebSocket transport: full Raw frames", "MB/s", "higher", mbps[0], mbps[1]),
 	}
-	return figs, fmt.Sprintf("same Xvfb (%s), Chromium scrolling a text page ~30 times a second; viewers speak like noVNC (Tight, JPEG quality 6, compression 2) over WebSocket and decode everything; %s per run; latency: an X window's colour flipped every 200 ms until a viewer has decoded it", display, rfbWindow), nil
+	if content.transport {
+		figs = append(figs, figure("WebSocket transport: full Raw frames", "MB/s", "higher", mbps[0], mbps[1]))
+	}
+	return figs, fmt.Sprintf("same Xvfb (%s), %s; viewers speak like noVNC (Tight, JPEG quality 6, compression 2) over WebSocket and decode everything; %s per run; latency: an X window's colour flipped every 200 ms until a viewer has decoded it", display, content.describe, rfbWindow), nil
 }
 
 type rfbResult struct {

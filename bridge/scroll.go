@@ -46,10 +46,20 @@ func rowHash(row []byte) uint64 {
 	return h
 }
 
-// rowsEqual compares two rows, ignoring the X byte.
+// rowsEqual compares two rows of equal length, ignoring the X byte,
+// two pixels a step.
 func rowsEqual(a, b []byte) bool {
-	for i := 0; i+4 <= len(a); i += 4 {
-		if a[i] != b[i] || a[i+1] != b[i+1] || a[i+2] != b[i+2] {
+	if len(a) != len(b) {
+		return false
+	}
+	i := 0
+	for ; i+8 <= len(a); i += 8 {
+		if (binary.LittleEndian.Uint64(a[i:])^binary.LittleEndian.Uint64(b[i:]))&0x00ffffff00ffffff != 0 {
+			return false
+		}
+	}
+	for ; i+4 <= len(a); i += 4 {
+		if (binary.LittleEndian.Uint32(a[i:])^binary.LittleEndian.Uint32(b[i:]))&0x00ffffff != 0 {
 			return false
 		}
 	}

@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"bytes"
 	"io"
 	"math/rand/v2"
 	"testing"
@@ -190,5 +191,46 @@ func TestScrollConverges(t *testing.T) {
 	// case (16% saved when written; 0 without CopyRect).
 	if counts[0].n*10 > counts[1].n*9 {
 		t.Fatalf("CopyRect saved less than 10%%: %d bytes vs %d", counts[0].n, counts[1].n)
+	}
+}
+
+func TestRowsEqual(t *testing.T) {
+	base := make([]byte, 4*7) // an odd number of pixels: the 4-byte tail too
+	for i := range base {
+		base[i] = byte(i * 13)
+	}
+	tests := []struct {
+		name string
+		at   int // byte to change, -1 none
+		want bool
+	}{
+		{"same", -1, true},
+		{"X byte of the first pixel", 3, true},
+		{"X byte of the last pixel", 27, true},
+		{"blue of pixel 0", 0, false},
+		{"green of pixel 1", 5, false},
+		{"red of pixel 3", 14, false},
+		{"red of the last (tail) pixel", 26, false},
+	}
+	for _, tt := range tests {
+		b := bytes.Clone(base)
+		if tt.at >= 0 {
+			b[tt.at] ^= 0x40
+		}
+		if got := rowsEqual(base, b); got != tt.want {
+			t.Errorf("%s: rowsEqual = %v", tt.name, got)
+		}
+	}
+	if rowsEqual(base, base[:24]) {
+		t.Error("rows of different lengths equal")
+	}
+}
+
+func BenchmarkRowsEqual(b *testing.B) {
+	a := make([]byte, 4*1280)
+	c := bytes.Clone(a)
+	b.SetBytes(int64(len(a)))
+	for b.Loop() {
+		rowsEqual(a, c)
 	}
 }

@@ -276,6 +276,28 @@ func TestCLIContract(t *testing.T) {
 			}
 		}
 	}
+	// Ten POST /api/desktop/start at once, on the running stack: the same one.
+	var posts [n]desktop.Status
+	for i := range n {
+		wg.Go(func() {
+			resp, err := http.Post("http://"+e.listen+"/api/desktop/start", "application/json", strings.NewReader("{}"))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != 200 {
+				t.Errorf("POST start %d: %s", i, resp.Status)
+			}
+			json.NewDecoder(resp.Body).Decode(&posts[i])
+		})
+	}
+	wg.Wait()
+	for i, st := range posts {
+		if st.Pids[desktop.Xvfb] != first.Pids[desktop.Xvfb] || st.Pids[desktop.Chromium] != first.Pids[desktop.Chromium] {
+			t.Fatalf("POST start %d reports pids %v, the CLI %v", i, st.Pids, first.Pids)
+		}
+	}
 	if first.Display == "" || first.Resolution != "1024x768x24" || first.Ports["http"] == 0 || first.Ports["cdp"] == 0 {
 		t.Fatalf("status lacks fields: %+v", first)
 	}
