@@ -32,16 +32,16 @@ const movingPage = `data:text/html,<body style='margin:0;font:15px/1.3 monospace
 // 100 ms, as a person reads) with a clock ticking in a corner.
 const wheelPage = `data:text/html,<body style='margin:0;font:15px/1.3 sans-serif;background:%23fff'><div id=c style='position:fixed;right:8px;top:8px;font:bold 20px monospace;background:%23ffd;padding:4px'></div><div id=p></div><script>` +
 	`let s='';for(let i=0;i<1500;i++)s+='<p>'+i+'. The quick brown fox jumps over the lazy dog; <b>lorem ipsum</b> dolor sit amet, <i>consectetur</i> adipiscing elit, sed do eiusmod tempor.</p>';` +
-	`p.innerHTML=s;setInterval(()=>{c.textContent=new Date().toISOString().slice(11,22);if(window.paused)return;scrollBy(0,100);if(scrollY>50000)scrollTo(0,0)},100)</script></body>`
+	`p.innerHTML=s;setInterval(()=>{c.textContent=new Date().toISOString().slice(11,22);if(window.paused)return;if(scrollY+innerHeight>=document.body.scrollHeight-2)scrollTo(0,0);else scrollBy(0,100)},100)</script></body>`
 
 // galleryPage: photo-like pictures (gradients and noise, drawn once,
 // the same for every run) scrolled 120 px every 100 ms.
 const galleryPage = `data:text/html,<body style='margin:0;background:%23222'><div id=g style='display:flex;flex-wrap:wrap;gap:6px'></div><script>` +
 	`let seed=7;const rnd=()=>(seed=(seed*1103515245+12345)%252147483648)/2147483648;` +
-	`for(let i=0;i<80;i++){const c=document.createElement('canvas');c.width=300;c.height=200;const x=c.getContext('2d');` +
+	`for(let i=0;i<160;i++){const c=document.createElement('canvas');c.width=300;c.height=200;const x=c.getContext('2d');` +
 	`const gr=x.createLinearGradient(0,0,300,200);gr.addColorStop(0,'hsl('+(i*47%25360)+',60%25,45%25)');gr.addColorStop(1,'hsl('+(i*91%25360)+',70%25,70%25)');x.fillStyle=gr;x.fillRect(0,0,300,200);` +
 	`const d=x.getImageData(0,0,300,200);for(let k=0;k<d.data.length;k+=4){const n=(rnd()-0.5)*40;d.data[k]+=n;d.data[k+1]+=n;d.data[k+2]+=n}x.putImageData(d,0,0);g.appendChild(c)}` +
-	`setInterval(()=>{if(window.paused)return;scrollBy(0,120);if(scrollY>3500)scrollTo(0,0)},100)</script></body>`
+	`setInterval(()=>{if(window.paused)return;if(scrollY+innerHeight>=document.body.scrollHeight-2)scrollTo(0,0);else scrollBy(0,120)},100)</script></body>`
 
 // typingPage: a text field that gets a character every 50 ms (a fast
 // typist) with its caret, lines wrapping, the rest of the screen still.

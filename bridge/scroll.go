@@ -26,12 +26,23 @@ const (
 	scrollMinRun           = 48
 )
 
-// scrollScratch holds row hashes between calls.
+// scrollScratch holds row hashes between calls, and the backoff of a
+// search that keeps failing.
 type scrollScratch struct {
 	old, new []uint64
 	index    map[uint64]int32
 	votes    map[int]int
+	// fails counts searches in a row that found nothing; skip is how
+	// many more captures go without one. Typing or an animation damages
+	// big boxes that never scroll: hashing their rows was a third of
+	// deskd's CPU. A scroll that starts then is found a few frames late
+	// (those go as pixels).
+	fails, skip int
 }
+
+// maxScrollSkip bounds the backoff: at most this many captures in a row
+// go without a search.
+const maxScrollSkip = 4
 
 // rowHash hashes a row's pixels, ignoring the undefined X byte.
 func rowHash(row []byte) uint64 {
@@ -71,6 +82,23 @@ func detectScroll(old, new *Frame, box Rect, sc *scrollScratch) (scroll, bool) {
 	if box.W < scrollMinW || box.H < scrollMinH {
 		return scroll{}, false
 	}
+	if sc.skip > 0 {
+		sc.skip--
+		return scroll{}, false
+	}
+	found, ok := searchScroll(old, new, box, sc)
+	if ok {
+		sc.fails = 0
+	} else {
+		sc.fails++
+		sc.skip = min(sc.fails-1, maxScrollSkip) // 0, 1, 2, ... 4 captures skipped
+	}
+	return found, ok
+}
+
+// searchScroll hashes the box's rows in both pictures and looks for the
+// move most rows agree on.
+func searchScroll(old, new *Frame, box Rect, sc *scrollScratch) (scroll, bool) {
 	row := func(f *Frame, y int) []byte {
 		i := y*f.Stride + 4*box.X
 		return f.Pix[i : i+4*box.W]
@@ -188,6 +216,15 @@ func (c *client) markScrolled(changed []Rect, sc scroll) {
 	for _, t := range sc.rest {
 		c.dirty.mark(t)
 	}
+	// JPEG pixels move with the rest: the tiles they land on are lossy
+	// now, and every moved tile has changed (for refinement's clock).
+	var lossy []Rect
+	c.lossy.each(src, func(t Rect) { lossy = append(lossy, t) })
+	for _, t := range lossy {
+		d := t.Intersect(src)
+		c.lossy.mark(Rect{d.X, d.Y - sc.dy, d.W, d.H})
+	}
+	c.dirty.touch(dst)
 	c.copy = &scroll{dst: dst, dy: sc.dy}
 	c.mu.Unlock()
 	c.poke()

@@ -234,3 +234,38 @@ func BenchmarkRowsEqual(b *testing.B) {
 		rowsEqual(a, c)
 	}
 }
+
+// A search that keeps failing backs off (at most maxScrollSkip captures
+// skipped in a row), and a scroll that comes is still found soon.
+func TestScrollSearchBackoff(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	old := NewFrame(320, 400)
+	fillRows(old, 0, 400, rng)
+	box := Rect{0, 0, 320, 400}
+	other := NewFrame(320, 400)
+	fillRows(other, 0, 400, rng)
+	var sc scrollScratch
+	searched := 0
+	for range 40 {
+		sc0 := sc.skip
+		detectScroll(old, other, box, &sc)
+		if sc0 == 0 {
+			searched++
+		}
+	}
+	if searched >= 40 || searched < 40/(maxScrollSkip+1) {
+		t.Fatalf("%d of 40 failing captures searched", searched)
+	}
+	moved := scrolled(old, 0, 400, 12, rng)
+	for i := 0; ; i++ {
+		if _, ok := detectScroll(old, moved, box, &sc); ok {
+			if sc.fails != 0 || sc.skip != 0 {
+				t.Fatalf("after a find: fails %d skip %d", sc.fails, sc.skip)
+			}
+			break
+		}
+		if i > maxScrollSkip {
+			t.Fatalf("a scroll after failures not found in %d captures", i+1)
+		}
+	}
+}

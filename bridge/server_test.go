@@ -618,6 +618,54 @@ func TestLossyRefinement(t *testing.T) {
 	if c.jpegs != jpegs || len(rects) == 0 || !c.matches(scr) {
 		t.Fatalf("refinement: %d rectangles, %d more JPEG, exact %v", len(rects), c.jpegs-jpegs, c.matches(scr))
 	}
+	// A clock ticking in one tile does not hold up the others: noise
+	// everywhere else, sent as JPEG again, still settles exact.
+	scr.mu.Lock()
+	for i := range scr.f.Pix {
+		scr.f.Pix[i] = byte(rng.IntN(256))
+	}
+	scr.mu.Unlock()
+	scr.damage <- toImage(Rect{0, 0, 256, 128})
+	stop := make(chan struct{})
+	ticked := make(chan struct{})
+	go func() { // the clock: ends with stop
+		defer close(ticked)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(40 * time.Millisecond):
+			}
+			scr.paint(Rect{192, 64, 64, 64}, uint32(i*0x10101)&0xffffff)
+		}
+	}()
+	exact := func() bool { // all but the clock's tile
+		scr.mu.Lock()
+		defer scr.mu.Unlock()
+		for y := range 128 {
+			for x := range 256 {
+				if (x < 192 || y < 64) && diff(c.fb[y*c.w+x], quantise(c.pf, scr.f.bgr(x, y))) > 0 {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !exact() && time.Now().Before(deadline) {
+		c.request(true)
+		c.update()
+	}
+	close(stop)
+	<-ticked
+	if !exact() {
+		t.Fatal("with a clock ticking, the still JPEG tiles were not refined")
+	}
+	for deadline := time.Now().Add(5 * time.Second); !c.matches(scr) && time.Now().Before(deadline); {
+		c.request(true) // the clock's last tick, then nothing lossy left
+		c.update()
+	}
+
 	// Nothing more to refine: the next request waits for a change.
 	c.request(true)
 	scr.paint(Rect{0, 0, 64, 64}, 0x123456)
