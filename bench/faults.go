@@ -142,7 +142,7 @@ func Faults(ctx context.Context, c ReliabilityConfig) (*FaultReport, error) {
 	if err != nil {
 		return rep, fmt.Errorf("agent: %w", err)
 	}
-	defer agent.c.CloseNow()
+	defer func() { agent.c.CloseNow() }() // the last one: agent is replaced after faults
 	term := endpoint{name: "deskd", url: "ws://" + in.addr + "/terminal/ws?session=faults"}
 	tc, err := term.dial(ctx)
 	if err != nil {
