@@ -198,14 +198,37 @@ func (sc scroll) explains(old, new *Frame, t Rect) bool {
 // changed tiles. Callers hold s.mu; the capture loop calls it.
 func (c *client) markScrolled(changed []Rect, sc scroll) {
 	c.mu.Lock()
+	defer c.poke()
+	defer c.mu.Unlock()
+	if c.copyRect && c.copy != nil && c.size == nil {
+		// A move is still owed: a slow viewer that missed a step gets
+		// both as one CopyRect, and pixels only where that does not
+		// explain the picture (with 10 viewers of a gallery scrolled
+		// every 100 ms, the second step went as the whole viewport).
+		if both, ok := composeScroll(*c.copy, sc); ok {
+			first := *c.copy
+			c.moved(sc) // the tiles, as if it were the only move
+			c.copy = &both
+			for _, r := range rowsOutside(first.dst, sc.dst, both.dst) {
+				c.dirty.mark(r)
+			}
+			return
+		}
+	}
 	if !c.copyRect || c.copy != nil || c.size != nil {
 		for _, r := range changed {
 			c.dirty.mark(r)
 		}
-		c.mu.Unlock()
-		c.poke()
 		return
 	}
+	c.moved(sc)
+	c.copy = &scroll{dst: sc.dst, dy: sc.dy}
+}
+
+// moved updates the tile sets for the move sc: dirty tiles in its source
+// stay dirty where their content lands, what the move does not explain
+// is dirty, and lossy tiles move along. Callers hold c.mu.
+func (c *client) moved(sc scroll) {
 	src, dst := sc.src(), sc.dst
 	var stale []Rect
 	c.dirty.each(src, func(t Rect) { stale = append(stale, t) })
@@ -225,9 +248,38 @@ func (c *client) markScrolled(changed []Rect, sc scroll) {
 		c.lossy.mark(Rect{d.X, d.Y - sc.dy, d.W, d.H})
 	}
 	c.dirty.touch(dst)
-	c.copy = &scroll{dst: dst, dy: sc.dy}
-	c.mu.Unlock()
-	c.poke()
+}
+
+// composeScroll makes one move of two in a row over the same columns:
+// rows of the second's destination whose source rows the first moved
+// come from dy1+dy2 away in the picture before both.
+func composeScroll(first, second scroll) (scroll, bool) {
+	a, b := first.dst, second.dst
+	if a.X != b.X || a.W != b.W {
+		return scroll{}, false
+	}
+	y0 := max(b.Y, a.Y-second.dy)
+	y1 := min(b.Y+b.H, a.Y+a.H-second.dy)
+	dy := first.dy + second.dy
+	if y1-y0 < scrollMinRun || dy == 0 {
+		return scroll{}, false
+	}
+	return scroll{dst: Rect{b.X, y0, b.W, y1 - y0}, dy: dy}, true
+}
+
+// rowsOutside returns the parts of the row bands a and b (same columns)
+// that both leaves out: there the viewer needs pixels.
+func rowsOutside(a, b, both Rect) []Rect {
+	var out []Rect
+	for _, r := range []Rect{a, b} {
+		if top := min(r.Y+r.H, both.Y) - r.Y; top > 0 {
+			out = append(out, Rect{r.X, r.Y, r.W, top})
+		}
+		if y := max(r.Y, both.Y+both.H); y < r.Y+r.H {
+			out = append(out, Rect{r.X, y, r.W, r.Y + r.H - y})
+		}
+	}
+	return out
 }
 
 // appendCopyRect appends the move as a CopyRect rectangle.
