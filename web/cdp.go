@@ -30,15 +30,15 @@ var (
 	devtoolsPath = regexp.MustCompile(`^/devtools/[a-z_]{1,32}/[A-Za-z0-9._-]{1,128}$`)
 )
 
-// chromium makes sure Chromium runs and answers (starting the desktop on
-// the first CDP request) and returns its debugging port. A status of
-// "running" is not trusted alone: a browser killed a moment ago still
-// looks alive until it is reaped, so it is asked, and Activate restarts
-// one that does not answer.
 // answerTimeout bounds the wait for Chromium's answer to a discovery
 // request (a busy browser under load takes seconds).
 const answerTimeout = 10 * time.Second
 
+// chromium makes sure Chromium runs (starting the desktop on the first
+// CDP request) and returns its debugging port. A status of "running" is
+// not trusted alone: a browser killed a moment ago still looks alive
+// until it is reaped, so its port is tried, and Activate restarts one
+// that refuses.
 func (s *Server) chromium(ctx context.Context) (int, error) {
 	port := s.cfg.Stack.CDPPort()
 	// A running browser whose port takes connections is used as it is:
