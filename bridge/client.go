@@ -183,8 +183,12 @@ type client struct {
 	// lossy are the tiles the viewer last got as JPEG; once the screen
 	// has been still for refineDelay they are sent again lossless
 	// (refining: the next update carries no JPEG), as TigerVNC does.
-	lossy       *tiles
-	refining    bool
+	lossy    *tiles
+	refining bool
+	// markedGen is the server's frame generation (s.gen) when changes
+	// were last marked here: pixels copied from a newer frame than the
+	// marks describe are marked again (see writeLoop).
+	markedGen   uint64
 	extSizeSent bool // it has had its first ExtendedDesktopSize
 
 	// Used by the writer only.
@@ -208,6 +212,7 @@ func (c *client) poke() {
 
 func (c *client) markDirty(rs []Rect) {
 	c.mu.Lock()
+	c.markedGen = c.s.gen // callers hold s.mu
 	for _, r := range rs {
 		c.dirty.mark(r)
 	}
@@ -300,6 +305,19 @@ func (c *client) readLoop(ctx context.Context, br *bufio.Reader) error {
 	}
 }
 
+// markAgain marks rects dirty again, and where the pending move takes
+// their content. Callers hold c.mu.
+func (c *client) markAgain(rects []Rect) {
+	for _, r := range rects {
+		c.dirty.mark(r)
+		if c.copy != nil {
+			if d := r.Intersect(c.copy.src()); !d.Empty() {
+				c.dirty.mark(Rect{d.X, d.Y - c.copy.dy, d.W, d.H})
+			}
+		}
+	}
+}
+
 // refineDelay is how long a tile sent as JPEG must stay unchanged before
 // it is sent again lossless: text settles crisp after a scroll, while a
 // scroll in wheel steps (a step every 100 ms or so), a video or an
@@ -372,6 +390,7 @@ func (c *client) writeLoop(ctx context.Context) error {
 			cp = nil
 		}
 		rects := c.dirty.take(req)
+		gen := c.markedGen
 		if len(rects) == 0 && cursor == nil && cp == nil {
 			c.mu.Unlock()
 			continue
@@ -414,6 +433,13 @@ func (c *client) writeLoop(ctx context.Context) error {
 			c.poke()
 			continue
 		}
+		// A capture after the rectangles were taken, whose changes may
+		// not be marked here yet: the pixels copied below are newer than
+		// the marks. They are right to send, but a move marked meanwhile
+		// (or next) was computed without them: mark them again, and
+		// where such a move takes their content, so nothing is left
+		// wrong on the viewer's screen.
+		newer := c.s.gen != gen
 		for n, r := range rects {
 			for y := r.Y; y < r.Y+r.H; y++ {
 				i := y*c.snap.Stride + 4*r.X
@@ -426,6 +452,12 @@ func (c *client) writeLoop(ctx context.Context) error {
 			}
 		}
 		c.s.mu.RUnlock()
+		if newer {
+			c.mu.Lock()
+			c.markAgain(rects)
+			c.mu.Unlock()
+			c.poke()
+		}
 		var trailer []byte
 		if push { // counted in flight only now that it is sent
 			c.mu.Lock()

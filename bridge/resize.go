@@ -62,6 +62,7 @@ func (c *client) resized(w, h, reason int) {
 	c.dirty = newTiles(w, h)
 	c.dirty.mark(Rect{0, 0, w, h})
 	c.lossy = newTiles(w, h)
+	c.markedGen = c.s.gen
 	c.request = Rect{0, 0, w, h}
 	c.size = &sizeNote{w: w, h: h, reason: reason, changed: true}
 	c.copy = nil

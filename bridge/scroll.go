@@ -210,6 +210,7 @@ func (c *client) markScrolled(changed []Rect, sc scroll) {
 	c.mu.Lock()
 	defer c.poke()
 	defer c.mu.Unlock()
+	c.markedGen = c.s.gen // callers hold s.mu
 	if c.copyRect && c.copy != nil && c.size == nil {
 		// A move is still owed: a slow viewer that missed a step gets
 		// both as one CopyRect, and pixels only where that does not

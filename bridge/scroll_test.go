@@ -297,3 +297,59 @@ func TestComposeScroll(t *testing.T) {
 		t.Errorf("rowsOutside: %v", got)
 	}
 }
+
+// A viewer asking for updates all the while the screen scrolls: a
+// capture can land between the writer taking its tiles and copying
+// their pixels. Once the screen is still, the viewer must catch up
+// exactly (it did not always: pixels newer than the marks were moved
+// by the next CopyRect and nothing marked them again).
+func TestScrollWhileViewerReads(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	scr := newMemScreen(320, 400)
+	f := NewFrame(320, 400)
+	fillRows(f, 0, 400, rng)
+	scr.setFrame(f, 0, 400)
+	<-scr.damage
+	s := newTestServer(t, scr, "")
+	v := dialRFB(t, s, version38, "", ConnOptions{})
+	v.setEncodings(EncCopyRect, EncZlib)
+	v.request(false)
+	v.update()
+	for round := range 8 {
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		go func() { // the screen scrolls until stop; ends then
+			defer close(done)
+			r := rand.New(rand.NewPCG(uint64(round), 1))
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				dy := r.IntN(21) - 10
+				if dy == 0 {
+					dy = 5
+				}
+				scr.setFrame(scrolled(scr.frame(), 40, 360, dy, r), 40, 360)
+				time.Sleep(time.Duration(r.IntN(3)) * time.Millisecond)
+			}
+		}()
+		for range 15 { // reads while it scrolls
+			v.request(true)
+			v.update()
+		}
+		close(stop)
+		<-done
+		n := scr.captureCount()
+		scr.setFrame(scr.frame(), 0, 1) // one more capture: the last change is in
+		scr.settle(t, n)
+		for i := 0; !v.matches(scr); i++ {
+			if i == 20 {
+				t.Fatalf("round %d: the viewer does not catch up with a still screen", round)
+			}
+			v.request(true)
+			v.update()
+		}
+	}
+}
