@@ -178,6 +178,12 @@ func median(v []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
+// percentiles are the median and the 99th percentile of sorted
+// (which is not empty).
+func percentiles(sorted []float64) (p50, p99 float64) {
+	return sorted[len(sorted)/2], sorted[min(len(sorted)-1, len(sorted)*99/100)]
+}
+
 // sig rounds v to n significant digits.
 func sig(v float64, n int) float64 {
 	r, _ := strconv.ParseFloat(strconv.FormatFloat(v, 'g', n, 64), 64)

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -8,7 +9,6 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/coder/websocket"
@@ -134,25 +134,32 @@ func cdpRun(ctx context.Context, base string) (p50, p99, mbps float64, err error
 		}
 		total += n
 	}
-	return ms[len(ms)/2], ms[len(ms)*99/100], float64(total) / time.Since(t0).Seconds() / 1e6, nil
+	p50, p99 = percentiles(ms)
+	return p50, p99, float64(total) / time.Since(t0).Seconds() / 1e6, nil
 }
 
 // evaluate sends Runtime.evaluate as command id on c and returns the size
 // of its reply, skipping events and other replies.
 func evaluate(ctx context.Context, c *websocket.Conn, id int, expr string) (int, error) {
-	msg, _ := json.Marshal(map[string]any{"id": id, "method": "Runtime.evaluate",
-		"params": map[string]any{"expression": expr, "returnByValue": true}})
+	b, err := cdpCall(ctx, c, id, "Runtime.evaluate", map[string]any{"expression": expr, "returnByValue": true})
+	return len(b), err
+}
+
+// cdpCall sends method as command id on c and returns its reply,
+// skipping events and other replies.
+func cdpCall(ctx context.Context, c *websocket.Conn, id int, method string, params any) ([]byte, error) {
+	msg, _ := json.Marshal(map[string]any{"id": id, "method": method, "params": params})
 	if err := c.Write(ctx, websocket.MessageText, msg); err != nil {
-		return 0, err
+		return nil, err
 	}
-	want := `{"id":` + strconv.Itoa(id) + `,`
+	want := []byte(`{"id":` + strconv.Itoa(id) + `,`)
 	for {
 		_, b, err := c.Read(ctx)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
-		if strings.HasPrefix(string(b[:min(len(b), len(want))]), want) {
-			return len(b), nil
+		if bytes.HasPrefix(b, want) {
+			return b, nil
 		}
 	}
 }

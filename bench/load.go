@@ -97,7 +97,8 @@ func (s *samples) class(name string) LoadClass {
 	if len(s.ms) > 0 {
 		v := slices.Clone(s.ms)
 		slices.Sort(v)
-		c.P50, c.P99 = round(v[len(v)/2], 2), round(v[min(len(v)-1, len(v)*99/100)], 2)
+		p50, p99 := percentiles(v)
+		c.P50, c.P99 = round(p50, 2), round(p99, 2)
 	}
 	return c
 }
@@ -505,12 +506,12 @@ func cdpLoad(ctx context.Context, addr string, ev, shot *samples) error {
 		id++
 		t0 := time.Now()
 		if i%10 == 9 {
-			msg, _ := json.Marshal(map[string]any{"id": id, "method": "Page.captureScreenshot", "params": map[string]any{"format": "jpeg", "quality": 60}})
-			if err := c.Write(ctx, websocket.MessageText, msg); err != nil {
+			b, err := cdpCall(ctx, c, id, "Page.captureScreenshot", map[string]any{"format": "jpeg", "quality": 60})
+			if err != nil {
 				return err
 			}
-			if err := readReply(ctx, c, id); err != nil {
-				return err
+			if bytes.Contains(b[:min(len(b), 64)], []byte(`"error"`)) {
+				return fmt.Errorf("%.200s", b)
 			}
 			shot.add(time.Since(t0))
 			continue
@@ -521,20 +522,4 @@ func cdpLoad(ctx context.Context, addr string, ev, shot *samples) error {
 		ev.add(time.Since(t0))
 	}
 	return nil
-}
-
-func readReply(ctx context.Context, c *websocket.Conn, id int) error {
-	want := []byte(`{"id":` + strconv.Itoa(id) + `,`)
-	for {
-		_, b, err := c.Read(ctx)
-		if err != nil {
-			return err
-		}
-		if bytes.HasPrefix(b, want) {
-			if bytes.Contains(b[:min(len(b), 64)], []byte(`"error"`)) {
-				return fmt.Errorf("%.200s", b)
-			}
-			return nil
-		}
-	}
 }

@@ -219,27 +219,8 @@ func (in *instance) status(ctx context.Context) (deskStatus, error) {
 func descendants(root int) map[int]string {
 	parent := map[int]int{}
 	name := map[int]string{}
-	ents, _ := os.ReadDir("/proc")
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		i, j := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-		if i < 0 || j < i {
-			continue
-		}
-		f := strings.Fields(s[j+1:])
-		if len(f) < 2 {
-			continue
-		}
-		pp, _ := strconv.Atoi(f[1])
-		parent[pid], name[pid] = pp, s[i+1:j]
+	for _, st := range allStats() {
+		parent[st.pid], name[st.pid] = st.ppid, st.name
 	}
 	out := map[int]string{}
 	var walk func(int)
@@ -259,18 +240,49 @@ func descendants(root int) map[int]string {
 	return out
 }
 
-// procState is a process's state letter ("" when it is gone).
-func procState(pid int) string {
+// procStat is what /proc/PID/stat says of a process.
+type procStat struct {
+	pid, ppid   int
+	name, state string
+}
+
+// readStat reads /proc/PID/stat; ok is false when the process is gone.
+func readStat(pid int) (procStat, bool) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return ""
+		return procStat{}, false
 	}
 	s := string(b)
-	j := strings.LastIndexByte(s, ')')
-	if j < 0 || j+2 >= len(s) {
-		return ""
+	i, j := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if i < 0 || j < i {
+		return procStat{}, false
 	}
-	return s[j+2 : j+3]
+	f := strings.Fields(s[j+1:])
+	if len(f) < 2 {
+		return procStat{}, false
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return procStat{pid: pid, ppid: ppid, name: s[i+1 : j], state: f[0]}, true
+}
+
+// allStats reads every process's stat.
+func allStats() []procStat {
+	var out []procStat
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if pid, err := strconv.Atoi(e.Name()); err == nil {
+			if st, ok := readStat(pid); ok {
+				out = append(out, st)
+			}
+		}
+	}
+	return out
+}
+
+// procState is a process's state letter ("" when it is gone).
+func procState(pid int) string {
+	st, _ := readStat(pid)
+	return st.state
 }
 
 // leftovers waits up to d for the processes in was to be gone, then
@@ -313,21 +325,9 @@ func zombies(pid int, d time.Duration) []string {
 // children lists the direct children of pid.
 func children(pid int) []int {
 	var out []int
-	ents, _ := os.ReadDir("/proc")
-	want := strconv.Itoa(pid)
-	for _, e := range ents {
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		j := strings.LastIndexByte(s, ')')
-		if j < 0 {
-			continue
-		}
-		if f := strings.Fields(s[j+1:]); len(f) > 1 && f[1] == want {
-			c, _ := strconv.Atoi(e.Name())
-			out = append(out, c)
+	for _, st := range allStats() {
+		if st.ppid == pid {
+			out = append(out, st.pid)
 		}
 	}
 	return out
@@ -545,28 +545,21 @@ func pageEval(ctx context.Context, addr, u, expr string) (string, error) {
 	id := 0
 	eval := func(e string) (string, error) {
 		id++
-		msg, _ := json.Marshal(map[string]any{"id": id, "method": "Runtime.evaluate",
-			"params": map[string]any{"expression": e, "returnByValue": true}})
-		if err := c.Write(ctx, websocket.MessageText, msg); err != nil {
+		b, err := cdpCall(ctx, c, id, "Runtime.evaluate", map[string]any{"expression": e, "returnByValue": true})
+		if err != nil {
 			return "", err
 		}
-		for {
-			_, b, err := c.Read(ctx)
-			if err != nil {
-				return "", err
-			}
-			var r struct {
-				ID     int `json:"id"`
+		var r struct {
+			Result struct {
 				Result struct {
-					Result struct {
-						Value any `json:"value"`
-					} `json:"result"`
+					Value any `json:"value"`
 				} `json:"result"`
-			}
-			if json.Unmarshal(b, &r) == nil && r.ID == id {
-				return fmt.Sprint(r.Result.Result.Value), nil
-			}
+			} `json:"result"`
 		}
+		if err := json.Unmarshal(b, &r); err != nil {
+			return "", err
+		}
+		return fmt.Sprint(r.Result.Result.Value), nil
 	}
 	for {
 		v, err := eval(`location.href + " " + document.readyState`)

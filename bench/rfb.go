@@ -320,7 +320,7 @@ loop:
 		correct:     correct,
 	}
 	if len(lat) > 0 {
-		r.p50, r.p99 = lat[len(lat)/2], lat[min(len(lat)-1, len(lat)*99/100)]
+		r.p50, r.p99 = percentiles(lat)
 	}
 	return r, nil
 }

@@ -282,7 +282,8 @@ func timeEchoes(n int, roundTrip func(string) error) (float64, float64, error) {
 		ms = append(ms, float64(time.Since(t0).Microseconds())/1000)
 	}
 	slices.Sort(ms)
-	return round(ms[len(ms)/2], 3), round(ms[len(ms)*99/100], 3), nil
+	p50, p99 := percentiles(ms)
+	return round(p50, 3), round(p99, 3), nil
 }
 
 // rawThroughput is the ceiling: the same command on a PTY read directly.

@@ -311,9 +311,7 @@ func (c *client) markAgain(rects []Rect) {
 	for _, r := range rects {
 		c.dirty.mark(r)
 		if c.copy != nil {
-			if d := r.Intersect(c.copy.src()); !d.Empty() {
-				c.dirty.mark(Rect{d.X, d.Y - c.copy.dy, d.W, d.H})
-			}
+			c.dirty.markMoved(r, *c.copy)
 		}
 	}
 }

@@ -240,25 +240,31 @@ func (c *client) markScrolled(changed []Rect, sc scroll) {
 // stay dirty where their content lands, what the move does not explain
 // is dirty, and lossy tiles move along. Callers hold c.mu.
 func (c *client) moved(sc scroll) {
-	src, dst := sc.src(), sc.dst
-	var stale []Rect
-	c.dirty.each(src, func(t Rect) { stale = append(stale, t) })
-	for _, t := range stale {
-		d := t.Intersect(src)
-		c.dirty.mark(Rect{d.X, d.Y - sc.dy, d.W, d.H})
-	}
+	c.dirty.follow(sc)
 	for _, t := range sc.rest {
 		c.dirty.mark(t)
 	}
 	// JPEG pixels move with the rest: the tiles they land on are lossy
 	// now, and every moved tile has changed (for refinement's clock).
-	var lossy []Rect
-	c.lossy.each(src, func(t Rect) { lossy = append(lossy, t) })
-	for _, t := range lossy {
-		d := t.Intersect(src)
-		c.lossy.mark(Rect{d.X, d.Y - sc.dy, d.W, d.H})
+	c.lossy.follow(sc)
+	c.dirty.touch(sc.dst)
+}
+
+// follow marks, for every tile marked in the move's source, where its
+// content lands.
+func (t *tiles) follow(sc scroll) {
+	var in []Rect
+	t.each(sc.src(), func(r Rect) { in = append(in, r) })
+	for _, r := range in {
+		t.markMoved(r, sc)
 	}
-	c.dirty.touch(dst)
+}
+
+// markMoved marks where the part of r inside the move's source lands.
+func (t *tiles) markMoved(r Rect, sc scroll) {
+	if d := r.Intersect(sc.src()); !d.Empty() {
+		t.mark(Rect{d.X, d.Y - sc.dy, d.W, d.H})
+	}
 }
 
 // composeScroll makes one move of two in a row over the same columns:

@@ -127,17 +127,23 @@ func (c *countingConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// noiseScreen is a 320x400 screen of random rows, its damage taken.
+func noiseScreen(rng *rand.Rand) *memScreen {
+	scr := newMemScreen(320, 400)
+	f := NewFrame(320, 400)
+	fillRows(f, 0, 400, rng)
+	scr.setFrame(f, 0, 400)
+	<-scr.damage
+	return scr
+}
+
 // TestScrollConverges scrolls and paints the screen at random while two
 // viewers, one taking CopyRect and one not, ask for updates at random
 // moments; whenever they catch up, each picture equals the screen, and
 // the CopyRect viewer has used moves and fewer bytes.
 func TestScrollConverges(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
-	scr := newMemScreen(320, 400)
-	f := NewFrame(320, 400)
-	fillRows(f, 0, 400, rng)
-	scr.setFrame(f, 0, 400)
-	<-scr.damage
+	scr := noiseScreen(rng)
 	s := newTestServer(t, scr, "")
 	viewers := make([]*rfbClient, 2)
 	counts := make([]*countingConn, 2)
@@ -305,11 +311,7 @@ func TestComposeScroll(t *testing.T) {
 // by the next CopyRect and nothing marked them again).
 func TestScrollWhileViewerReads(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
-	scr := newMemScreen(320, 400)
-	f := NewFrame(320, 400)
-	fillRows(f, 0, 400, rng)
-	scr.setFrame(f, 0, 400)
-	<-scr.damage
+	scr := noiseScreen(rng)
 	s := newTestServer(t, scr, "")
 	v := dialRFB(t, s, version38, "", ConnOptions{})
 	v.setEncodings(EncCopyRect, EncZlib)
