@@ -8,6 +8,7 @@ LISTEN ?= 127.0.0.1:8080
 RUN_DIR ?= /tmp/deskd-run
 TESTFLAGS ?= -race -count=1 -timeout 20m
 FUZZTIME ?= 10s
+XTERM_ADDONS := fit webgl web-links unicode11 search image
 
 .PHONY: help assets build run test check fmt vet fuzz bench clean
 
@@ -20,12 +21,13 @@ $(NM)/.package-lock.json: package.json package-lock.json
 
 $(VENDOR)/novnc/core/rfb.js: $(NM)/.package-lock.json
 	rm -rf $(VENDOR)
-	mkdir -p $(VENDOR)/novnc $(VENDOR)/xterm/lib $(VENDOR)/xterm/css $(VENDOR)/xterm/addon-fit
+	mkdir -p $(VENDOR)/novnc $(VENDOR)/xterm/lib $(VENDOR)/xterm/css
 	cp -r $(NM)/@novnc/novnc/core $(NM)/@novnc/novnc/vendor $(NM)/@novnc/novnc/LICENSE.txt $(VENDOR)/novnc/
 	cp $(NM)/@xterm/xterm/lib/xterm.mjs $(NM)/@xterm/xterm/lib/xterm.mjs.map $(VENDOR)/xterm/lib/
 	cp $(NM)/@xterm/xterm/css/xterm.css $(VENDOR)/xterm/css/
 	cp $(NM)/@xterm/xterm/LICENSE $(VENDOR)/xterm/
-	cp $(NM)/@xterm/addon-fit/lib/addon-fit.mjs $(NM)/@xterm/addon-fit/lib/addon-fit.mjs.map $(NM)/@xterm/addon-fit/LICENSE $(VENDOR)/xterm/addon-fit/
+	for a in $(XTERM_ADDONS); do mkdir -p $(VENDOR)/xterm/addon-$$a && \
+	  cp $(NM)/@xterm/addon-$$a/lib/addon-$$a.mjs $(NM)/@xterm/addon-$$a/lib/addon-$$a.mjs.map $(NM)/@xterm/addon-$$a/LICENSE $(VENDOR)/xterm/addon-$$a/ || exit 1; done
 	@touch $@
 
 assets: $(VENDOR)/novnc/core/rfb.js ## fetch the pinned npm assets (npm ci) and stage them for go:embed

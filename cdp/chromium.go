@@ -38,6 +38,12 @@ type ChromiumConfig struct {
 	Home       string // HOME for the child (default ProfileDir)
 	XAuthority string // the display's authority file, when it has one
 	LogPath    string
+	// Locale (BCP 47, e.g. "de-DE") sets --lang and --accept-lang;
+	// Timezone (IANA, e.g. "Europe/Berlin") is the browser's TZ.
+	Locale, Timezone string
+	// KeepURL opens URL even on a profile that has run before; otherwise
+	// URL opens on a fresh profile only and a used one restores its tabs.
+	KeepURL    bool
 	ExtraFlags []string
 	// ReadyTimeout bounds the wait for the DevTools endpoint (default 30 s).
 	ReadyTimeout time.Duration
@@ -78,6 +84,16 @@ func Flags(cfg ChromiumConfig) []string {
 		"--enable-unsafe-swiftshader",
 		"--password-store=basic",
 		"--window-position=0,0",
+		"--start-maximized",
+		// A panel people look at: no "unsupported command-line flag"
+		// infobar for --no-sandbox, no crash-restore bubble, no translate
+		// prompt; and navigator.webdriver stays false for sites that
+		// check for automation.
+		"--test-type",
+		"--disable-blink-features=AutomationControlled",
+		"--disable-session-crashed-bubble",
+		"--hide-crash-restore-bubble",
+		"--disable-features=TranslateUI",
 	}
 	if cfg.Width > 0 && cfg.Height > 0 {
 		f = append(f, fmt.Sprintf("--window-size=%d,%d", cfg.Width, cfg.Height))
@@ -85,13 +101,56 @@ func Flags(cfg ChromiumConfig) []string {
 	if cfg.NoSandbox {
 		f = append(f, "--no-sandbox")
 	}
+	if cfg.Locale != "" {
+		f = append(f, "--lang="+cfg.Locale, "--accept-lang="+cfg.Locale)
+	}
 	f = append(f, cfg.ExtraFlags...)
-	url := cfg.URL
-	if url == "" {
-		url = "about:blank"
+	if cfg.URL == "" {
+		return f
 	}
 	// After "--" nothing is taken for a switch, whatever it looks like.
-	return append(f, "--", url)
+	return append(f, "--", cfg.URL)
+}
+
+// MaxLocale bounds a --locale value.
+const MaxLocale = 35
+
+// CheckLocale accepts a BCP 47 language tag of letters, digits and
+// dashes (or underscores), e.g. "en", "de-DE", "zh-Hans-CN".
+func CheckLocale(s string) error {
+	if s == "" {
+		return nil
+	}
+	if len(s) > MaxLocale {
+		return fmt.Errorf("locale of %d bytes (max %d)", len(s), MaxLocale)
+	}
+	for i, part := range strings.FieldsFunc(s, func(r rune) bool { return r == '-' || r == '_' }) {
+		ok := len(part) >= 1 && len(part) <= 8
+		for _, r := range part {
+			ok = ok && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || i > 0 && r >= '0' && r <= '9')
+		}
+		if !ok || i == 0 && len(part) < 2 {
+			return fmt.Errorf("locale %q is not a language tag such as en or de-DE", s)
+		}
+	}
+	if strings.HasPrefix(s, "-") || strings.HasSuffix(s, "-") || strings.Contains(s, "--") || strings.HasSuffix(s, "_") || strings.HasPrefix(s, "_") {
+		return fmt.Errorf("locale %q is not a language tag such as en or de-DE", s)
+	}
+	return nil
+}
+
+// CheckTimezone accepts an IANA zone name the system's zoneinfo knows.
+func CheckTimezone(s string) error {
+	if s == "" {
+		return nil
+	}
+	if len(s) > 64 || strings.Contains(s, "..") || strings.HasPrefix(s, "/") {
+		return fmt.Errorf("time zone %.80q is not a zone name such as Europe/Berlin", s)
+	}
+	if _, err := time.LoadLocation(s); err != nil {
+		return fmt.Errorf("time zone %q: %w", s, err)
+	}
+	return nil
 }
 
 // MaxStartURL bounds a start URL (data: URLs can be long, argv is not).
@@ -145,8 +204,18 @@ func StartChromium(ctx context.Context, sp *proc.Spawner, cfg ChromiumConfig) (*
 	if err := CheckStartURL(cfg.URL); err != nil {
 		return nil, fmt.Errorf("chromium: %w", err)
 	}
+	if err := CheckLocale(cfg.Locale); err != nil {
+		return nil, fmt.Errorf("chromium: %w", err)
+	}
+	if err := CheckTimezone(cfg.Timezone); err != nil {
+		return nil, fmt.Errorf("chromium: %w", err)
+	}
+	fresh := FreshProfile(cfg.ProfileDir)
 	if err := prepareProfile(cfg.ProfileDir, cfg.Credential); err != nil {
 		return nil, err
+	}
+	if !fresh && !cfg.KeepURL {
+		cfg.URL = ""
 	}
 	if err := portFree(cfg.Port); err != nil {
 		return nil, err
@@ -161,6 +230,9 @@ func StartChromium(ctx context.Context, sp *proc.Spawner, cfg ChromiumConfig) (*
 	}
 	if cfg.XAuthority != "" {
 		env = append(env, "XAUTHORITY="+cfg.XAuthority)
+	}
+	if cfg.Timezone != "" {
+		env = append(env, "TZ="+cfg.Timezone)
 	}
 	p, err := sp.Start(proc.Spec{
 		Name: "chromium", Path: cfg.Path, Args: Flags(cfg), Env: env,
@@ -209,7 +281,43 @@ func prepareProfile(dir string, cred *syscall.Credential) error {
 	if err := killProfile(dir, 5*time.Second); err != nil {
 		return err
 	}
+	if err := restoreOnStartup(dir, cred); err != nil {
+		return err
+	}
 	return RemoveSingletons(dir)
+}
+
+// FreshProfile reports whether no Chromium has run with the profile yet
+// (it writes "Local State" on its first start).
+func FreshProfile(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, "Local State"))
+	return errors.Is(err, os.ErrNotExist)
+}
+
+// restoreOnStartup gives a new profile the "continue where you left off"
+// setting, so a restarted browser (after a crash, a kill or deskd stop)
+// comes back with the tabs it had. A profile with preferences of its own
+// is left alone.
+func restoreOnStartup(dir string, cred *syscall.Credential) error {
+	def := filepath.Join(dir, "Default")
+	prefs := filepath.Join(def, "Preferences")
+	if _, err := os.Stat(prefs); !errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err := os.MkdirAll(def, 0o700); err != nil {
+		return fmt.Errorf("chromium: profile: %w", err)
+	}
+	if err := os.WriteFile(prefs, []byte(`{"session":{"restore_on_startup":1}}`+"\n"), 0o600); err != nil {
+		return fmt.Errorf("chromium: profile: %w", err)
+	}
+	if cred != nil {
+		for _, p := range []string{def, prefs} {
+			if err := os.Chown(p, int(cred.Uid), int(cred.Gid)); err != nil {
+				return fmt.Errorf("chromium: profile: %w", err)
+			}
+		}
+	}
+	return nil
 }
 
 // killProfile kills browsers of the profile that are not ours to wait on

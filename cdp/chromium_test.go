@@ -24,7 +24,9 @@ func TestFlags(t *testing.T) {
 		"--user-data-dir=/p", "--remote-debugging-port=9333", "--remote-debugging-address=127.0.0.1",
 		"--disable-background-networking", "--disable-component-update", "--no-first-run",
 		"--disable-dev-shm-usage", "--use-angle=swiftshader", "--enable-unsafe-swiftshader",
-		"--window-size=800,600", "--no-sandbox",
+		"--window-size=800,600", "--no-sandbox", "--test-type", "--start-maximized",
+		"--disable-blink-features=AutomationControlled", "--disable-session-crashed-bubble",
+		"--hide-crash-restore-bubble", "--disable-features=TranslateUI",
 	} {
 		if !slices.Contains(f, want) {
 			t.Errorf("flags lack %s: %q", want, f)
@@ -36,8 +38,60 @@ func TestFlags(t *testing.T) {
 	if slices.Contains(Flags(ChromiumConfig{ProfileDir: "/p"}), "--no-sandbox") {
 		t.Error("--no-sandbox without being asked")
 	}
-	if got := Flags(ChromiumConfig{ProfileDir: "/p"}); got[len(got)-1] != "about:blank" {
-		t.Errorf("default URL %q", got[len(got)-1])
+	if got := Flags(ChromiumConfig{ProfileDir: "/p"}); slices.Contains(got, "--") {
+		t.Errorf("no URL, yet %q", got)
+	}
+	if got := Flags(ChromiumConfig{ProfileDir: "/p", Locale: "de-DE"}); !slices.Contains(got, "--lang=de-DE") || !slices.Contains(got, "--accept-lang=de-DE") {
+		t.Errorf("locale: %q", got)
+	}
+}
+
+var localeTests = []struct {
+	in      string
+	wantErr bool
+}{
+	{"", false}, {"en", false}, {"de-DE", false}, {"zh-Hans-CN", false}, {"pt_BR", false}, {"es-419", false},
+	{"e", true}, {"-en", true}, {"en-", true}, {"en--US", true}, {"en US", true}, {"--lang=x", true},
+	{"de-DE --renderer-cmd-prefix=x", true}, {"1a", true}, {"abcdefghi", true}, {strings.Repeat("ab-", 20), true},
+	{"en\x00", true}, {"ü", true}, {"en-ü", true},
+}
+
+func TestCheckLocale(t *testing.T) {
+	for _, tt := range localeTests {
+		if err := CheckLocale(tt.in); (err != nil) != tt.wantErr {
+			t.Errorf("CheckLocale(%q) = %v, wantErr %v", tt.in, err, tt.wantErr)
+		}
+	}
+}
+
+func FuzzCheckLocale(f *testing.F) {
+	for _, tt := range localeTests {
+		f.Add(tt.in)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if CheckLocale(s) != nil {
+			return
+		}
+		// An accepted locale is one argv word Chromium cannot take for
+		// anything but the value of --lang.
+		if len(s) > MaxLocale || strings.ContainsAny(s, " =\x00/") || strings.HasPrefix(s, "-") {
+			t.Fatalf("accepted %q", s)
+		}
+	})
+}
+
+func TestCheckTimezone(t *testing.T) {
+	for _, tt := range []struct {
+		in      string
+		wantErr bool
+	}{
+		{"", false}, {"UTC", false}, {"Europe/Berlin", false}, {"America/Argentina/Buenos_Aires", false},
+		{"Mars/Olympus", true}, {"../../etc/passwd", true}, {"/etc/localtime", true}, {strings.Repeat("A", 100), true},
+		{"Europe/Berlin\n", true},
+	} {
+		if err := CheckTimezone(tt.in); (err != nil) != tt.wantErr {
+			t.Errorf("CheckTimezone(%q) = %v, wantErr %v", tt.in, err, tt.wantErr)
+		}
 	}
 }
 

@@ -8,8 +8,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sync"
 	"syscall"
@@ -45,7 +47,16 @@ type Config struct {
 	// against (see x11.WriteAuthority); the window manager and Chromium
 	// get it as XAUTHORITY.
 	XAuthority string
-	Logger     *slog.Logger
+	// Home is the GUI user's home: HOME for the window manager and
+	// Chromium (whose downloads land in Home/Downloads). Default
+	// RunDir/home.
+	Home string
+	// Display pins the X display number (0: Xvfb picks a free one).
+	Display int
+	// Locale (e.g. "de-DE") sets Chromium's UI and Accept-Language;
+	// Timezone (e.g. "Europe/Berlin") is TZ for the GUI.
+	Locale, Timezone string
+	Logger           *slog.Logger
 	// RestartBackoff is the first delay before restarting a component
 	// that died (default 500 ms), doubled per quick failure up to 30 s.
 	RestartBackoff time.Duration
@@ -90,6 +101,18 @@ const (
 	StatusDegraded = "degraded"
 )
 
+// ErrUnsupported wraps a start that failed because Xvfb or Chromium is not
+// installed: no retry will help until the image has them.
+var ErrUnsupported = errors.New("desktop: not supported here")
+
+// unsupported marks err as ErrUnsupported when a program was not found.
+func unsupported(err error) error {
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%w: %w", ErrUnsupported, err)
+	}
+	return err
+}
+
 // Stack is the supervisor. Its methods are safe for concurrent use.
 type Stack struct {
 	cfg Config
@@ -102,7 +125,7 @@ type Stack struct {
 	want     bool
 	starting bool
 	res      x11.Resolution
-	url      string
+	url      string // asked for by Start: opened by the next Chromium only
 	xvfb     *x11.Xvfb
 	wm       *proc.Process
 	chrome   *cdp.Chromium
@@ -141,7 +164,7 @@ func New(cfg Config, sp *proc.Spawner) *Stack {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Stack{
 		cfg: cfg, sp: sp, log: cfg.Logger,
-		res: cfg.Resolution, url: cfg.URL,
+		res:      cfg.Resolution,
 		restarts: map[string]int{}, fails: map[string]int{},
 		poke: make(chan struct{}, 1), ctx: ctx, cancel: cancel,
 	}
@@ -208,6 +231,20 @@ func (s *Stack) Close(ctx context.Context) {
 // CDPPort is Chromium's debugging port on 127.0.0.1.
 func (s *Stack) CDPPort() int { return s.cfg.CDPPort }
 
+// ChromiumDone is closed when the Chromium running now exits (at once
+// when none runs): a caller whose request to the browser failed can tell
+// a dying browser from a slow one.
+func (s *Stack) ChromiumDone() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.chrome == nil {
+		c := make(chan struct{})
+		close(c)
+		return c
+	}
+	return s.chrome.Done()
+}
+
 // Status reports the stack's state without waiting for a start in progress.
 func (s *Stack) Status() Status {
 	s.mu.Lock()
@@ -263,6 +300,13 @@ func (s *Stack) ensure(ctx context.Context) error {
 	xv, wm, ch := s.xvfb, s.wm, s.chrome
 	res, url := s.res, s.url
 	s.mu.Unlock()
+	// A URL asked for is opened once; otherwise the configured one opens
+	// on a fresh profile only, and a profile that has run restores its
+	// own tabs (no duplicate welcome tab after each restart).
+	explicitURL := url != ""
+	if !explicitURL {
+		url = s.cfg.URL
+	}
 	// A component counts as restarted when an earlier instance existed,
 	// also when it is relaunched because the display under it was.
 	hadXvfb, hadWM, hadChrome := xv != nil, wm != nil, ch != nil
@@ -294,10 +338,10 @@ func (s *Stack) ensure(ctx context.Context) error {
 		}
 		x, err := x11.StartXvfb(ctx, s.sp, x11.XvfbConfig{
 			Path: s.cfg.XvfbPath, Resolution: res, MaxResolution: s.cfg.MaxResolution, LogPath: s.logPath(Xvfb), Credential: s.cfg.Credential,
-			AuthFile: s.cfg.XAuthority,
+			AuthFile: s.cfg.XAuthority, Display: s.cfg.Display,
 		})
 		if err != nil {
-			return fail(err)
+			return fail(unsupported(err))
 		}
 		s.adopt(Xvfb, x.Process, func() { s.xvfb = x }, hadXvfb)
 		xv = x
@@ -309,7 +353,7 @@ func (s *Stack) ensure(ctx context.Context) error {
 		}
 		p, err := s.sp.Start(proc.Spec{
 			Name: WM, Path: s.cfg.WMPath, LogPath: s.logPath(WM), Credential: s.cfg.Credential,
-			Env: s.displayEnv(xv.Display, "HOME="+home, "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8"),
+			Env: s.displayEnv(xv.Display, s.tzEnv("HOME="+home, "PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8")...),
 			Dir: home,
 		})
 		if err != nil {
@@ -326,11 +370,12 @@ func (s *Stack) ensure(ctx context.Context) error {
 			Path: s.cfg.ChromiumPath, Port: s.cfg.CDPPort, ProfileDir: s.cfg.ProfileDir, URL: url,
 			Display: xv.Display, Width: res.Width, Height: res.Height, NoSandbox: s.cfg.NoSandbox,
 			Credential: s.cfg.Credential, Home: home, LogPath: s.logPath(Chromium), XAuthority: s.cfg.XAuthority,
+			Locale: s.cfg.Locale, Timezone: s.cfg.Timezone, KeepURL: explicitURL,
 		})
 		if err != nil {
-			return fail(err)
+			return fail(unsupported(err))
 		}
-		s.adopt(Chromium, c.Process, func() { s.chrome, s.health = c, "ok" }, hadChrome)
+		s.adopt(Chromium, c.Process, func() { s.chrome, s.health, s.url = c, "ok", "" }, hadChrome)
 	}
 	s.mu.Lock()
 	s.lastErr = ""
@@ -526,6 +571,14 @@ func (s *Stack) backoff() time.Duration {
 	return min(d, 30*time.Second)
 }
 
+// tzEnv adds TZ when a time zone is configured.
+func (s *Stack) tzEnv(env ...string) []string {
+	if s.cfg.Timezone != "" {
+		env = append(env, "TZ="+s.cfg.Timezone)
+	}
+	return env
+}
+
 // displayEnv is DISPLAY (and XAUTHORITY when the display has one) and more.
 func (s *Stack) displayEnv(display string, more ...string) []string {
 	env := []string{"DISPLAY=" + display}
@@ -541,11 +594,18 @@ func (s *Stack) logPath(name string) string { return filepath.Join(s.logDir(), n
 
 // home is the GUI user's HOME, created and owned by that user.
 func (s *Stack) home() (string, error) {
-	h := filepath.Join(s.cfg.RunDir, "home")
+	h := s.cfg.Home
+	if h == "" {
+		h = filepath.Join(s.cfg.RunDir, "home")
+	}
+	_, err := os.Stat(h)
+	made := errors.Is(err, os.ErrNotExist)
 	if err := os.MkdirAll(h, 0o700); err != nil {
 		return "", fmt.Errorf("desktop: home: %w", err)
 	}
-	if c := s.cfg.Credential; c != nil {
+	// A home made here is handed to the GUI user; an existing one (the
+	// user's own) is left as it is, except deskd's default under RunDir.
+	if c := s.cfg.Credential; c != nil && (made || s.cfg.Home == "") {
 		if err := os.Chown(h, int(c.Uid), int(c.Gid)); err != nil {
 			return "", fmt.Errorf("desktop: home: %w", err)
 		}

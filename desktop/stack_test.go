@@ -1,9 +1,13 @@
 package desktop
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -11,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cubepod/deskd/cdp"
 	"github.com/cubepod/deskd/internal/testenv"
 	"github.com/cubepod/deskd/proc"
 	"github.com/cubepod/deskd/x11"
@@ -210,5 +215,105 @@ func TestStartBounds(t *testing.T) {
 	out, _ := exec.Command("xdpyinfo", "-display", st.Display).Output()
 	if !strings.Contains(string(out), "800x600 pixels") {
 		t.Fatalf("xdpyinfo: %.300s", out)
+	}
+}
+
+// The configured URL opens on a fresh profile only; a profile that has run
+// restores its own tabs (no duplicate welcome tab per restart); a URL asked
+// for by Start opens once. Locale, time zone, display number and home
+// reach the GUI.
+func TestBrowserStartPolicy(t *testing.T) {
+	home := filepath.Join(testenv.TempDir(t), "user home")
+	display := 0
+	for n := 180 + os.Getpid()%300; n < 1000; n++ { // a display number no server holds
+		if _, err := os.Stat(fmt.Sprintf("/tmp/.X11-unix/X%d", n)); errors.Is(err, os.ErrNotExist) {
+			display = n
+			break
+		}
+	}
+	s := newStack(t, func(c *Config) {
+		c.URL = "data:text/html,welcome"
+		c.Locale, c.Timezone, c.Home, c.Display = "de-DE", "Asia/Tokyo", home, display
+		c.RestartBackoff = time.Hour
+	})
+	cmdline := func(st Status) (string, string) {
+		t.Helper()
+		pid := strconv.Itoa(st.Pids[Chromium])
+		c, err1 := os.ReadFile("/proc/" + pid + "/cmdline")
+		e, err2 := os.ReadFile("/proc/" + pid + "/environ")
+		if err := errors.Join(err1, err2); err != nil {
+			t.Fatal(err)
+		}
+		return strings.ReplaceAll(string(c), "\x00", " "), strings.ReplaceAll(string(e), "\x00", " ")
+	}
+	st, err := s.Start(t.Context(), StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Display != fmt.Sprintf(":%d", display) {
+		t.Errorf("display %s, want :%d", st.Display, display)
+	}
+	c, e := cmdline(st)
+	for _, want := range []string{"data:text/html,welcome", "--lang=de-DE", "--accept-lang=de-DE"} {
+		if !strings.Contains(c, want) {
+			t.Errorf("first start: cmdline lacks %q: %s", want, c)
+		}
+	}
+	for _, want := range []string{"TZ=Asia/Tokyo", "HOME=" + home} {
+		if !strings.Contains(e, want) {
+			t.Errorf("environment lacks %q: %s", want, e)
+		}
+	}
+	prefs, err := os.ReadFile(filepath.Join(s.cfg.ProfileDir, "Default", "Preferences"))
+	if err != nil || !bytes.Contains(prefs, []byte(`"restore_on_startup":1`)) {
+		t.Errorf("profile preferences %.200s (%v): want restore_on_startup 1", prefs, err)
+	}
+	// Chromium writes "Local State" once it has run; then a restart
+	// (stop/start, as after deskd restarts) restores instead.
+	waitFor(t, func() bool { return !cdp.FreshProfile(s.cfg.ProfileDir) })
+	s.Stop(t.Context())
+	st, err = s.Start(t.Context(), StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := cmdline(st); strings.Contains(c, "welcome") {
+		t.Errorf("a used profile got the welcome URL again: %s", c)
+	}
+	s.Stop(t.Context())
+	st, err = s.Start(t.Context(), StartOptions{URL: "data:text/html,asked"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := cmdline(st); !strings.Contains(c, "data:text/html,asked") {
+		t.Errorf("an asked-for URL did not open: %s", c)
+	}
+	// Asked once: a restart after a crash restores, it does not reopen it.
+	died := s.ChromiumDone()
+	if err := syscall.Kill(st.Pids[Chromium], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-died:
+	case <-time.After(30 * time.Second):
+		t.Fatal("chromium not reaped 30 s after kill -9")
+	}
+	st, err = s.Start(t.Context(), StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := cmdline(st); strings.Contains(c, "asked") {
+		t.Errorf("a restart reopened the asked-for URL: %s", c)
+	}
+}
+
+// Without Xvfb installed a start fails as unsupported.
+func TestStartUnsupported(t *testing.T) {
+	s := newStack(t, func(c *Config) { c.XvfbPath = "/nonexistent/Xvfb" })
+	if _, err := s.Start(t.Context(), StartOptions{}); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("err = %v, want ErrUnsupported", err)
+	}
+	s = newStack(t, func(c *Config) { c.ChromiumPath = "no-such-chromium"; c.WMPath = "" })
+	if _, err := s.Start(t.Context(), StartOptions{}); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("err = %v, want ErrUnsupported", err)
 	}
 }

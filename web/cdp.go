@@ -104,17 +104,26 @@ func (s *Server) cdpDiscovery(w http.ResponseWriter, r *http.Request, rest strin
 		http.Error(w, "browser not available: "+err.Error(), http.StatusServiceUnavailable)
 		return
 	}
-	host := "127.0.0.1:" + strconv.Itoa(port)
-	u := &url.URL{Scheme: "http", Host: host, Path: rest, RawQuery: r.URL.RawQuery}
 	ctx, cancel := context.WithTimeout(r.Context(), answerTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, u.String(), nil)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
+	ask := func(port int) (*http.Response, error) {
+		host := "127.0.0.1:" + strconv.Itoa(port)
+		u := &url.URL{Scheme: "http", Host: host, Path: rest, RawQuery: r.URL.RawQuery}
+		req, err := http.NewRequestWithContext(ctx, method, u.String(), nil)
+		if err != nil {
+			return nil, err
+		}
+		req.Host = host // Chromium builds its ws URLs from Host and accepts only IPs and localhost
+		return cdp.HTTP.Do(req)
 	}
-	req.Host = host // Chromium builds its ws URLs from Host and accepts only IPs and localhost
-	resp, err := cdp.HTTP.Do(req)
+	died := s.cfg.Stack.ChromiumDone()
+	resp, err := ask(port)
+	if err != nil && method == http.MethodGet && ctx.Err() == nil && s.exited(ctx, died) {
+		// Killed a moment ago: ask the browser that replaces it.
+		if port, err = s.chromium(ctx); err == nil {
+			resp, err = ask(port)
+		}
+	}
 	if ctx.Err() != nil && r.Context().Err() == nil {
 		http.Error(w, fmt.Sprintf("browser not answering within %v (busy, or hung: the health check restarts a hung one)", answerTimeout), http.StatusServiceUnavailable)
 		return
@@ -160,7 +169,17 @@ func (s *Server) cdpBrowser(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "browser not available: "+err.Error(), http.StatusServiceUnavailable)
 		return
 	}
+	died := s.cfg.Stack.ChromiumDone()
 	v, err := cdp.GetVersion(r.Context(), port)
+	if err != nil && s.exited(r.Context(), died) {
+		// A browser killed a moment ago can still take a connection and
+		// then drop it: ask the next one (started by chromium()).
+		if port, err = s.chromium(r.Context()); err != nil {
+			http.Error(w, "browser not available: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		v, err = cdp.GetVersion(r.Context(), port)
+	}
 	if err != nil {
 		http.Error(w, "browser not answering: "+err.Error(), http.StatusBadGateway)
 		return
@@ -171,6 +190,22 @@ func (s *Server) cdpBrowser(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.relay(w, r, port, u.Path)
+}
+
+// exited reports whether died closes within a second: the exit of a
+// browser that dropped a request is recorded moments after its socket
+// closed. A browser that is merely slow is not restarted here (that is
+// the health checker's call).
+func (s *Server) exited(ctx context.Context, died <-chan struct{}) bool {
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
+	select {
+	case <-died:
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return false
 }
 
 func (s *Server) cdpDevtools(w http.ResponseWriter, r *http.Request) {

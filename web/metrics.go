@@ -24,18 +24,22 @@ type metrics struct {
 	terminal *term.Manager
 	start    time.Time
 
-	activationsOK, activationsErr atomic.Uint64
+	activationsOK, activationsErr, activationsUnsupported atomic.Uint64
 }
 
 func newMetrics(stack *desktop.Stack, ss *sessions, terminal *term.Manager) *metrics {
 	return &metrics{stack: stack, sessions: ss, terminal: terminal, start: time.Now()}
 }
 
-// activation counts a desktop start by result ("ok" or "error").
+// activation counts a desktop start by result: "ok", "unsupported" (no
+// Xvfb or Chromium installed) or "error".
 func (m *metrics) activation(result string) {
-	if result == "ok" {
+	switch result {
+	case "ok":
 		m.activationsOK.Add(1)
-	} else {
+	case "unsupported":
+		m.activationsUnsupported.Add(1)
+	default:
 		m.activationsErr.Add(1)
 	}
 }
@@ -69,6 +73,7 @@ func (m *metrics) appendText(b []byte) []byte {
 	b = family(b, "cubepod_desktop_activations_total", "counter", "Desktop start requests (API, CLI or first viewer/agent), by result.")
 	b = sample(b, "cubepod_desktop_activations_total", `result="error"`, float64(m.activationsErr.Load()))
 	b = sample(b, "cubepod_desktop_activations_total", `result="ok"`, float64(m.activationsOK.Load()))
+	b = sample(b, "cubepod_desktop_activations_total", `result="unsupported"`, float64(m.activationsUnsupported.Load()))
 
 	st := m.stack.Status()
 	comps := []string{desktop.Chromium, desktop.WM, desktop.Xvfb}

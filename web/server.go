@@ -228,7 +228,11 @@ func (s *Server) apiStop(w http.ResponseWriter, r *http.Request) {
 func (s *Server) Activate(ctx context.Context, o desktop.StartOptions) (desktop.Status, error) {
 	st, err := s.cfg.Stack.Start(ctx, o)
 	result := "ok"
-	if err != nil {
+	switch {
+	case errors.Is(err, desktop.ErrUnsupported):
+		result = "unsupported"
+		s.log.Error("desktop cannot start here", "err", err)
+	case err != nil:
 		result = "error"
 		s.log.Error("desktop start failed", "err", err)
 	}

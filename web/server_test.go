@@ -291,3 +291,24 @@ func TestPublicBase(t *testing.T) {
 		}
 	}
 }
+
+// A start that cannot happen because Xvfb is not installed is counted as
+// unsupported, not as an error (CEP's dashboards tell the two apart).
+func TestActivationUnsupported(t *testing.T) {
+	sp := proc.NewSpawner()
+	st := desktop.New(desktop.Config{RunDir: t.TempDir(), XvfbPath: "/nonexistent/Xvfb"}, sp)
+	t.Cleanup(func() { st.Close(t.Context()); sp.Close() })
+	h := New(Config{Stack: st}).Handler()
+	if rec := get(t, h, "POST", "/api/desktop/start"); rec.Code < 500 || !strings.Contains(rec.Body.String(), "not supported") {
+		t.Fatalf("start without Xvfb = %d %s", rec.Code, rec.Body.String())
+	}
+	body := get(t, h, "GET", "/metrics").Body.String()
+	for _, want := range []string{
+		`cubepod_desktop_activations_total{result="unsupported"} 1`,
+		`cubepod_desktop_activations_total{result="error"} 0`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+}

@@ -27,11 +27,17 @@ type XvfbConfig struct {
 	// AuthFile, when set, makes Xvfb admit only clients that present its
 	// cookie (-auth; see WriteAuthority). deskd's own connections find it
 	// through $XAUTHORITY.
-	AuthFile   string
+	AuthFile string
+	// Display pins the display number (e.g. 99 for ":99", as CEP images
+	// use); 0 lets Xvfb choose a free one.
+	Display    int
 	Credential *syscall.Credential
 	// ReadyTimeout bounds the wait for the display (default 15 s).
 	ReadyTimeout time.Duration
 }
+
+// MaxDisplay is the largest display number --display accepts.
+const MaxDisplay = 65535 - 6000
 
 // Xvfb is a running X server.
 type Xvfb struct {
@@ -40,8 +46,9 @@ type Xvfb struct {
 	Resolution Resolution
 }
 
-// StartXvfb starts Xvfb on a display it chooses itself (-displayfd, so two
-// servers never race for one number) and returns once a client can connect.
+// StartXvfb starts Xvfb on cfg.Display, or on a display it chooses itself
+// (-displayfd, so two servers never race for one number), and returns once
+// a client can connect.
 func StartXvfb(ctx context.Context, sp *proc.Spawner, cfg XvfbConfig) (*Xvfb, error) {
 	if cfg.Path == "" {
 		cfg.Path = "Xvfb"
@@ -56,7 +63,15 @@ func StartXvfb(ctx context.Context, sp *proc.Spawner, cfg XvfbConfig) (*Xvfb, er
 	defer r.Close()
 	top := cfg.Resolution
 	top.Width, top.Height = max(top.Width, cfg.MaxResolution.Width), max(top.Height, cfg.MaxResolution.Height)
-	args := []string{
+	var args []string
+	if cfg.Display > 0 {
+		if cfg.Display > MaxDisplay {
+			return nil, fmt.Errorf("xvfb: display :%d out of range (1-%d)", cfg.Display, MaxDisplay)
+		}
+		// Xvfb still reports on -displayfd once it is ready.
+		args = append(args, ":"+strconv.Itoa(cfg.Display))
+	}
+	args = append(args,
 		"-displayfd", "3",
 		"-screen", "0", top.String(),
 		// Without -noreset the server resets when its last client leaves,
@@ -69,7 +84,7 @@ func StartXvfb(ctx context.Context, sp *proc.Spawner, cfg XvfbConfig) (*Xvfb, er
 		"+extension", "XTEST",
 		"+extension", "MIT-SHM",
 		"-dpi", "96",
-	}
+	)
 	if cfg.AuthFile != "" {
 		args = append(args, "-auth", cfg.AuthFile)
 	}

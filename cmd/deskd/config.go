@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"os/user"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -56,6 +57,11 @@ type Config struct {
 	CDPPing         time.Duration
 	VNCListen       string
 	VNCPassword     string
+	Display         int
+	Locale          string
+	Timezone        string
+	Home            string
+	MaxUploadMiB    int64
 	StopDaemon      bool // stop --daemon
 	set             map[string]bool
 }
@@ -138,6 +144,19 @@ func ParseFlags(cmd string, args []string, stderr io.Writer) (*Config, error) {
 	}
 	fs.DurationVar(&c.WSPing, "ws-ping", wsPing, "ping idle desktop and terminal WebSockets this often, so proxies keep them open (env DESKD_WS_PING)")
 	str(&c.AllowOrigin, "allow-origin", "", "comma-separated extra origins whose pages may open WebSockets")
+	disp, err := strconv.Atoi(strings.TrimPrefix(env("display", "0"), ":"))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %q is not a display number", envName("display"), env("display", ""))
+	}
+	fs.IntVar(&c.Display, "display", disp, "pin the X display number (e.g. 99); 0: a free one (env DESKD_DISPLAY)")
+	str(&c.Locale, "locale", "", "Chromium's language and Accept-Language, e.g. de-DE (default: Chromium's)")
+	str(&c.Timezone, "timezone", "", "TZ for the desktop and terminal, e.g. Europe/Berlin (default: the system's)")
+	str(&c.Home, "home", "", "the GUI user's home: Chromium's HOME, the terminal's, and the root of the files API (default: the --user's home, else RUN_DIR/home)")
+	maxUp, err := strconv.ParseInt(env("max-upload-mib", "4096"), 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", envName("max-upload-mib"), err)
+	}
+	fs.Int64Var(&c.MaxUploadMiB, "max-upload-mib", maxUp, "largest file the files API accepts, in MiB (env DESKD_MAX_UPLOAD_MIB)")
 	str(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	str(&c.LogFormat, "log-format", "text", "text or json")
 	if cmd == "stop" {
@@ -283,6 +302,21 @@ func (c *Config) validate() error {
 	if c.MaxConns < 16 {
 		return fmt.Errorf("--max-conns %d: want at least 16", c.MaxConns)
 	}
+	if c.Display < 0 || c.Display > x11.MaxDisplay {
+		return fmt.Errorf("--display %d out of range (0-%d)", c.Display, x11.MaxDisplay)
+	}
+	if err := cdp.CheckLocale(c.Locale); err != nil {
+		return fmt.Errorf("--locale: %w", err)
+	}
+	if err := cdp.CheckTimezone(c.Timezone); err != nil {
+		return fmt.Errorf("--timezone: %w", err)
+	}
+	if c.Home != "" && !filepath.IsAbs(c.Home) {
+		return fmt.Errorf("--home %q: want an absolute path", c.Home)
+	}
+	if c.MaxUploadMiB < 1 {
+		return fmt.Errorf("--max-upload-mib %d: want at least 1", c.MaxUploadMiB)
+	}
 	if c.MaxViewers < 1 {
 		return fmt.Errorf("--max-viewers %d: want at least 1", c.MaxViewers)
 	}
@@ -421,6 +455,8 @@ func (c *Config) serveArgs() []string {
 		"--shell=" + c.Shell, "--terminal-idle=" + c.TermIdle.String(), "--allow-origin=" + c.AllowOrigin, "--cdp-ping=" + c.CDPPing.String(), "--vnc-listen=" + c.VNCListen,
 		"--allow-host=" + c.AllowHost, "--ops-listen=" + c.OpsListen, "--debug-addr=" + c.DebugAddr, "--max-conns=" + strconv.Itoa(c.MaxConns),
 		"--max-viewers=" + strconv.Itoa(c.MaxViewers), "--ws-ping=" + c.WSPing.String(),
+		"--display=" + strconv.Itoa(c.Display), "--locale=" + c.Locale, "--timezone=" + c.Timezone, "--home=" + c.Home,
+		"--max-upload-mib=" + strconv.FormatInt(c.MaxUploadMiB, 10),
 	}
 	return args
 }

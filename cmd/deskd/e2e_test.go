@@ -382,6 +382,12 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"serve", "--max-viewers", "0"}, "max-viewers"},
 		{[]string{"serve", "--debug-addr", "0.0.0.0:6060"}, "loopback only"},
 		{[]string{"serve", "--debug-addr", "6060"}, "missing port"},
+		{[]string{"serve", "--display", "-1"}, "--display -1 out of range"},
+		{[]string{"serve", "--display", "x"}, "invalid value"},
+		{[]string{"start", "--locale", "--lang=x"}, "not a language tag"},
+		{[]string{"start", "--timezone", "Mars/Base"}, "time zone"},
+		{[]string{"start", "--home", "relative/home"}, "absolute"},
+		{[]string{"serve", "--max-upload-mib", "0"}, "max-upload-mib"},
 	}
 	for _, tt := range tests {
 		var stdout, stderr bytes.Buffer

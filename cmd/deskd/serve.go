@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -116,26 +117,30 @@ func NewDaemon(cfg *Config, stderr io.Writer) (*Daemon, error) {
 	if err := os.Setenv("XAUTHORITY", xauth); err != nil {
 		return nil, fmt.Errorf("xauthority: %w", err)
 	}
+	// One home for the GUI user: Chromium's (its downloads), the
+	// terminal's and the files API's root.
+	home := cmp.Or(cfg.Home, acct.home, filepath.Join(cfg.RunDir, "home"))
 	d.sp = proc.NewSpawner()
 	d.stack = desktop.New(desktop.Config{
+		Home: home, Display: cfg.Display, Locale: cfg.Locale, Timezone: cfg.Timezone,
 		XAuthority: xauth,
 		RunDir:     cfg.RunDir, ProfileDir: cfg.ProfileDir, Resolution: cfg.Resolution, MaxResolution: cfg.MaxResolution, URL: cfg.URL,
 		XvfbPath: cfg.Xvfb, WMPath: cfg.wmPath(), ChromiumPath: cfg.chromiumPath(), CDPPort: cfg.CDPPort,
 		NoSandbox: cfg.NoSandbox, Credential: cred, Logger: d.log.With("part", "desktop"),
 	}, d.sp)
-	home := acct.home
-	if home == "" {
-		home = filepath.Join(cfg.RunDir, "home")
-	}
 	stack := d.stack
 	d.term, err = term.NewManager(term.Config{
 		Shell: acct.shell, Home: home, User: acct.name, Credential: cred, Spawner: d.sp,
 		Logger: d.log.With("part", "term"), IdleTimeout: cfg.TermIdle,
 		EnvFunc: func() []string { // shells can open windows on the desktop once it runs
-			if st := stack.Status(); st.Display != "" {
-				return []string{"DISPLAY=" + st.Display, "XAUTHORITY=" + st.XAuthority}
+			var env []string
+			if cfg.Timezone != "" {
+				env = append(env, "TZ="+cfg.Timezone)
 			}
-			return nil
+			if st := stack.Status(); st.Display != "" {
+				env = append(env, "DISPLAY="+st.Display, "XAUTHORITY="+st.XAuthority)
+			}
+			return env
 		},
 	})
 	if err != nil {
