@@ -3,6 +3,7 @@
 package web
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/cubepod/deskd/cdp"
@@ -60,6 +62,12 @@ type Config struct {
 	WSPing time.Duration
 	// MaxViewers caps concurrent VNC viewers (default bridge's).
 	MaxViewers int
+	// FilesRoot is the GUI user's home, the root of /files/ ("" answers
+	// 503 there); what the API makes is owned by FilesOwner (nil: by
+	// deskd's user). MaxUpload bounds one upload (default 4 GiB).
+	FilesRoot  string
+	FilesOwner *syscall.Credential
+	MaxUpload  int64
 }
 
 // Server serves deskd's HTTP API and pages.
@@ -92,6 +100,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.WSPing <= 0 {
 		cfg.WSPing = 20 * time.Second
+	}
+	if cfg.MaxUpload <= 0 {
+		cfg.MaxUpload = 4 << 30
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, sessions: newSessions(cfg.SessionIdle), idle: newIdleMemory(2 * time.Second)}
 	s.base, s.cancel = context.WithCancel(context.Background())
@@ -138,12 +149,13 @@ func healthz(w http.ResponseWriter, r *http.Request) {
 // by local users the socket's permissions admit; it skips the panel check.
 func (s *Server) ControlHandler() http.Handler { return s.control }
 
-func (s *Server) routes() *http.ServeMux {
+func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", healthz)
 	mux.Handle("GET /metrics", s.metrics.handler())
 	mux.HandleFunc("POST /api/desktop/start", s.requireFull(requireJSON(s.apiStart)))
 	mux.HandleFunc("GET /api/desktop/status", s.requireFull(s.apiStatus))
+	mux.HandleFunc("GET /api/panel", s.apiPanel)
 	mux.HandleFunc("POST /api/desktop/stop", s.requireFull(requireJSON(s.apiStop)))
 	// A GET of another /api/ path gets an API answer, not the file server's.
 	mux.HandleFunc("GET /api/", func(w http.ResponseWriter, r *http.Request) {
@@ -170,7 +182,13 @@ func (s *Server) routes() *http.ServeMux {
 		mux.Handle(m+" /mcp", mcpH)
 	}
 	mux.Handle("GET /", assetHandler(s.log))
-	return mux
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if isFilesPath(r.URL.Path) {
+			s.filesAPI(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
 }
 
 // requireJSON refuses a POST whose Content-Type is not JSON: a page of
@@ -212,6 +230,22 @@ func (s *Server) apiStart(w http.ResponseWriter, r *http.Request) {
 		code = http.StatusServiceUnavailable
 	}
 	writeJSON(w, code, s.decorate(r, st))
+}
+
+// panelInfo is what a page needs to know about its own session.
+type panelInfo struct {
+	Scope     panel.Scope `json:"scope"`
+	ReadOnly  bool        `json:"read_only"`
+	Files     bool        `json:"files"`
+	MaxUpload int64       `json:"max_upload"`
+}
+
+// apiPanel tells a page what its token allows, so it can show a view-only
+// badge and hide what would be refused.
+func (s *Server) apiPanel(w http.ResponseWriter, r *http.Request) {
+	c, _ := ClaimsFrom(r.Context())
+	writeJSON(w, http.StatusOK, panelInfo{Scope: cmp.Or(c.Scope, panel.ScopeFull), ReadOnly: c.ReadOnly(),
+		Files: s.cfg.FilesRoot != "", MaxUpload: s.cfg.MaxUpload})
 }
 
 func (s *Server) apiStatus(w http.ResponseWriter, r *http.Request) {

@@ -151,7 +151,7 @@ func NewDaemon(cfg *Config, stderr io.Writer) (*Daemon, error) {
 		Stack: d.stack, Terminal: d.term, Logger: d.log.With("part", "web"), PanelSecret: []byte(cfg.PanelSecret),
 		SandboxID: cfg.SandboxID, HTTPPort: port, BaseURL: "http://" + d.tcp.Addr().String(), AllowOrigins: splitList(cfg.AllowOrigin),
 		AllowHosts: splitList(cfg.AllowHost), CDPPing: cfg.CDPPing, WSPing: cfg.WSPing, VNCPassword: cfg.VNCPassword,
-		MaxViewers: cfg.MaxViewers,
+		MaxViewers: cfg.MaxViewers, FilesRoot: home, FilesOwner: cred, MaxUpload: cfg.MaxUploadMiB << 20,
 	})
 	ok = true
 	return d, nil
