@@ -10,7 +10,7 @@ TESTFLAGS ?= -race -count=1 -timeout 20m
 FUZZTIME ?= 10s
 XTERM_ADDONS := fit webgl web-links unicode11 search image
 
-.PHONY: help assets build run test check fmt vet fuzz bench clean
+.PHONY: help deps assets build run test check fmt vet fuzz bench clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 12
@@ -35,7 +35,10 @@ assets: $(VENDOR)/novnc/core/rfb.js ## fetch the pinned npm assets (npm ci) and 
 build: assets ## build bin/deskd, bin/panelgw and bin/deskd-bench
 	$(GO) build -o $(BIN)/ ./cmd/...
 
-run: build ## start deskd on $(LISTEN) with the desktop, then follow its log
+deps: ## install what the desktop needs (Xvfb, Chromium, openbox, fonts, npm) on Debian/Ubuntu, or print the command
+	scripts/deps.sh
+
+run: deps build ## install what is missing, build, and start deskd on $(LISTEN) with the desktop
 	$(BIN)/deskd start --listen $(LISTEN) --run-dir $(RUN_DIR)
 	@echo "desktop: http://$(LISTEN)/vnc.html?autoconnect=true&resize=scale  terminal: http://$(LISTEN)/terminal/"
 	@echo "stop with: $(BIN)/deskd stop --daemon --run-dir $(RUN_DIR)"

@@ -397,3 +397,31 @@ func TestBadFlags(t *testing.T) {
 		}
 	}
 }
+
+// The image installs the binary as /opt/cubepod/desktop/cubepod-desktop-ctl
+// too (CEP's supervisor calls it by that name): same binary, same
+// one-line JSON contract.
+func TestCtlName(t *testing.T) {
+	dir := t.TempDir()
+	ctl := filepath.Join(dir, "cubepod-desktop-ctl")
+	if err := os.Symlink(deskdBin, ctl); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(ctl, "status", "--run-dir", filepath.Join(dir, "run")).Output()
+	if ee, ok := err.(*exec.ExitError); ok && ee.ExitCode() == 3 { // LSB: not running
+		err = nil
+	}
+	var st map[string]any
+	if err != nil || strings.Count(string(out), "\n") != 1 || json.Unmarshal(out, &st) != nil || st["status"] != "stopped" {
+		t.Fatalf("cubepod-desktop-ctl status: %q %v", out, err)
+	}
+	df, err := os.ReadFile("../../images/desktop/Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"ln -s deskd /opt/cubepod/desktop/cubepod-desktop-ctl", "fonts-noto-cjk", "fonts-noto-color-emoji"} {
+		if !strings.Contains(string(df), want) {
+			t.Errorf("the image's Dockerfile lacks %q", want)
+		}
+	}
+}

@@ -2,6 +2,11 @@
 // binary frames whose first byte is the command).
 import { Terminal } from '../vendor/xterm/lib/xterm.mjs';
 import { FitAddon } from '../vendor/xterm/addon-fit/addon-fit.mjs';
+import { WebglAddon } from '../vendor/xterm/addon-webgl/addon-webgl.mjs';
+import { WebLinksAddon } from '../vendor/xterm/addon-web-links/addon-web-links.mjs';
+import { Unicode11Addon } from '../vendor/xterm/addon-unicode11/addon-unicode11.mjs';
+import { SearchAddon } from '../vendor/xterm/addon-search/addon-search.mjs';
+import { ImageAddon } from '../vendor/xterm/addon-image/addon-image.mjs';
 
 // Client → server commands and server → client commands (ttyd's).
 const IN_INPUT = '0', IN_RESIZE = '1', IN_PAUSE = '2', IN_RESUME = '3';
@@ -12,17 +17,97 @@ const enc = new TextEncoder();
 const dec = new TextDecoder();
 const overlay = document.getElementById('overlay');
 
+const store = (() => { try { return window.localStorage; } catch { return null; } })();
+const fontSize = (v) => Math.min(40, Math.max(6, parseInt(v, 10) || 14));
 const term = new Terminal({
   cursorBlink: true,
-  fontFamily: 'DejaVu Sans Mono, Liberation Mono, monospace',
-  fontSize: 14,
+  fontFamily: 'DejaVu Sans Mono, Liberation Mono, Noto Color Emoji, monospace',
+  fontSize: fontSize(q.get('fontSize') ?? store?.getItem('deskd.fontSize') ?? 14),
   scrollback: 10000,
   allowProposedApi: true,
 });
 const fit = new FitAddon();
 term.loadAddon(fit);
 term.open(document.getElementById('term'));
+
+// What a ttyd user expects, each reported in window.deskdTerm.addons:
+// the WebGL renderer (the DOM renderer when WebGL is missing or its
+// context is lost), clickable links, Unicode 11 widths (emoji, CJK),
+// search (Ctrl+Shift+F), and images (sixel, iTerm2 inline).
+const addons = {};
+try {
+  const webgl = new WebglAddon();
+  webgl.onContextLoss(() => { webgl.dispose(); addons.renderer = 'dom'; });
+  term.loadAddon(webgl);
+  addons.renderer = 'webgl';
+} catch (err) {
+  addons.renderer = 'dom';
+  addons.webglError = String(err && err.message || err);
+}
+term.loadAddon(new WebLinksAddon((ev, uri) => { if (ev.ctrlKey || ev.metaKey || !('ontouchstart' in window)) window.open(uri, '_blank', 'noopener'); }));
+addons.webLinks = true;
+term.loadAddon(new Unicode11Addon());
+term.unicode.activeVersion = '11';
+addons.unicode = term.unicode.activeVersion;
+const search = new SearchAddon();
+term.loadAddon(search);
+addons.search = true;
+term.loadAddon(new ImageAddon({ sixelSupport: true, iipSupport: true }));
+addons.image = true;
 fit.fit();
+
+// Copy on select, as in most terminals (where the browser lets a page
+// write the clipboard); Ctrl+Shift+C / Ctrl+Shift+V copy and paste.
+term.onSelectionChange(() => {
+  const sel = term.getSelection();
+  if (sel && navigator.clipboard?.writeText) navigator.clipboard.writeText(sel).catch(() => {});
+});
+function setFont(n) {
+  term.options.fontSize = fontSize(n);
+  try { store?.setItem('deskd.fontSize', String(term.options.fontSize)); } catch { /* private mode */ }
+  fit.fit();
+  show(`Font ${term.options.fontSize} px`, 800);
+}
+term.attachCustomKeyEventHandler((e) => {
+  if (e.type !== 'keydown') return true;
+  const ctrl = e.ctrlKey || e.metaKey;
+  if (ctrl && e.shiftKey && e.code === 'KeyC') {
+    const sel = term.getSelection();
+    if (sel) navigator.clipboard?.writeText(sel).catch(() => {});
+    return false;
+  }
+  if (ctrl && e.shiftKey && e.code === 'KeyV') {
+    navigator.clipboard?.readText?.().then((t) => term.paste(t)).catch(() => {});
+    return false;
+  }
+  if (ctrl && e.shiftKey && e.code === 'KeyF') { openSearch(); return false; }
+  if (ctrl && !e.shiftKey && (e.key === '=' || e.key === '+')) { setFont(term.options.fontSize + 1); return false; }
+  if (ctrl && !e.shiftKey && e.key === '-') { setFont(term.options.fontSize - 1); return false; }
+  if (ctrl && !e.shiftKey && e.key === '0') { setFont(14); return false; }
+  return true;
+});
+
+// The search box: Enter finds the next match, Shift+Enter the previous,
+// Escape closes it.
+const searchBox = document.getElementById('search');
+const searchInput = document.getElementById('searchtext');
+function openSearch() {
+  searchBox.hidden = false;
+  searchInput.value = term.getSelection() || searchInput.value;
+  searchInput.select();
+  searchInput.focus();
+}
+searchInput.addEventListener('keydown', (e) => {
+  if (e.key === 'Enter') {
+    e.preventDefault();
+    const found = e.shiftKey ? search.findPrevious(searchInput.value) : search.findNext(searchInput.value);
+    searchBox.dataset.found = String(found);
+  } else if (e.key === 'Escape') {
+    search.clearDecorations();
+    searchBox.hidden = true;
+    term.focus();
+  }
+});
 
 let ws = null;
 let session = q.get('session') || '';
@@ -33,6 +118,15 @@ let retry = null;
 let pending = 0;
 let paused = false;
 const HIGH = 512 * 1024, LOW = 64 * 1024;
+
+// The reconnect banner: the same session is reattached (its scrollback
+// replayed) on the next connection; "Reconnect now" skips the wait.
+const bannerEl = document.getElementById('banner');
+function banner(text) {
+  document.getElementById('bannertext').textContent = text;
+  bannerEl.hidden = false;
+}
+document.getElementById('reconnect').addEventListener('click', () => { attempts = 0; connect(); });
 
 function show(text, ms) {
   overlay.textContent = text;
@@ -68,6 +162,7 @@ function connect() {
     attempts = 0;
     document.body.dataset.state = 'connected';
     overlay.hidden = true;
+    bannerEl.hidden = true;
     // The server replays the session's scrollback on every attach.
     term.reset();
     // The first frame is JSON without a command byte.
@@ -109,7 +204,7 @@ function connect() {
     }
     attempts++;
     const delay = Math.min(500 * 2 ** Math.min(attempts - 1, 6), 30000);
-    show(`Disconnected; reconnecting in ${Math.round(delay / 1000)} s`);
+    banner(`Disconnected; reattaching to the session in ${Math.round(delay / 1000)} s`);
     retry = setTimeout(connect, delay);
   };
 }
@@ -137,5 +232,5 @@ term.onResize(({ cols, rows }) => {
 });
 new ResizeObserver(() => fit.fit()).observe(document.getElementById('term'));
 
-window.deskdTerm = { term, get socket() { return ws; } };
+window.deskdTerm = { term, addons, search, get socket() { return ws; }, get session() { return session; } };
 connect();
