@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -136,6 +137,10 @@ func (s *Server) files(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer root.Close()
+	if s.denied(name) {
+		writeJSON(w, http.StatusForbidden, map[string]string{"error": name + " is not shared through the files API"})
+		return
+	}
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
 		s.fileGet(w, r, root, name)
@@ -172,13 +177,20 @@ func (s *Server) fileGet(w http.ResponseWriter, r *http.Request, root *os.Root, 
 		return
 	}
 	defer f.Close()
+	// Where the open file really is, symbolic links resolved by the
+	// kernel: a link inside the home to a denied path is denied too.
+	real, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(f.Fd())))
+	if err != nil || s.deniedPath(real) {
+		writeJSON(w, http.StatusForbidden, map[string]string{"error": name + " is not shared through the files API"})
+		return
+	}
 	fi, err := f.Stat()
 	if err != nil {
 		s.fileError(w, r, err)
 		return
 	}
 	if fi.IsDir() {
-		s.fileList(w, r, f, name)
+		s.fileList(w, r, f, name, real)
 		return
 	}
 	if !fi.Mode().IsRegular() {
@@ -196,7 +208,7 @@ func (s *Server) fileGet(w http.ResponseWriter, r *http.Request, root *os.Root, 
 	http.ServeContent(w, r, "", fi.ModTime(), f)
 }
 
-func (s *Server) fileList(w http.ResponseWriter, r *http.Request, f *os.File, name string) {
+func (s *Server) fileList(w http.ResponseWriter, r *http.Request, f *os.File, name, real string) {
 	ents, err := f.ReadDir(maxListing + 1)
 	if err != nil && !errors.Is(err, io.EOF) {
 		s.fileError(w, r, err)
@@ -207,8 +219,8 @@ func (s *Server) fileList(w http.ResponseWriter, r *http.Request, f *os.File, na
 		ents, out.Truncated = ents[:maxListing], true
 	}
 	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), uploadPrefix) {
-			continue // an upload in progress
+		if strings.HasPrefix(e.Name(), uploadPrefix) || s.deniedPath(filepath.Join(real, e.Name())) {
+			continue // an upload in progress, or not shared
 		}
 		fe := fileEntry{Name: e.Name(), Type: "other"}
 		switch t := e.Type(); {
@@ -302,6 +314,47 @@ func (s *Server) filePut(w http.ResponseWriter, r *http.Request, root *os.Root, 
 	done = true
 	s.log.Info("file uploaded", "path", name, "bytes", n)
 	writeJSON(w, http.StatusCreated, fileEntry{Name: name, Type: "file", Size: n, MTime: time.Now().UTC().Truncate(time.Second)})
+}
+
+// denied reports whether name, or the place a symbolic link on its way
+// leads to, is one of FilesDeny or below one.
+func (s *Server) denied(name string) bool {
+	if len(s.cfg.FilesDeny) == 0 {
+		return false
+	}
+	p := filepath.Join(s.cfg.FilesRoot, name)
+	if s.deniedPath(p) {
+		return true
+	}
+	// Resolve what exists of the path (a link to the profile, say).
+	for q := p; ; q = filepath.Dir(q) {
+		if real, err := filepath.EvalSymlinks(q); err == nil {
+			return s.deniedPath(filepath.Join(real, strings.TrimPrefix(p, q)))
+		}
+		if q == s.cfg.FilesRoot || q == filepath.Dir(q) {
+			return false
+		}
+	}
+}
+
+// deniedPath reports whether the absolute path p is a denied path or
+// below one.
+func (s *Server) deniedPath(p string) bool {
+	under := func(d string) bool { return p == d || strings.HasPrefix(p, strings.TrimSuffix(d, "/")+"/") }
+	for _, d := range s.cfg.FilesDeny {
+		if d == "" {
+			continue
+		}
+		// Both spellings: as configured, and resolved now (the profile
+		// may not have existed when deskd started).
+		if under(filepath.Clean(d)) {
+			return true
+		}
+		if real, err := filepath.EvalSymlinks(d); err == nil && under(real) {
+			return true
+		}
+	}
+	return false
 }
 
 // onlyWriter hides *os.File's ReadFrom, so the copy goes through the

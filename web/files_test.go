@@ -140,7 +140,18 @@ func TestFilesHostile(t *testing.T) {
 	if err := syscall.Mkfifo(filepath.Join(home, "fifo"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s := newServer(t, Config{FilesRoot: home, MaxUpload: 1 << 20, PanelSecret: secret, SandboxID: "sb1"})
+	// Chromium's profile inside the home (as in the image), and a link to it.
+	profile := filepath.Join(home, "chromium-profile")
+	if err := os.MkdirAll(filepath.Join(profile, "Default"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(profile, "Default", "Cookies"), []byte("session=1"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("chromium-profile/Default", filepath.Join(home, "cookies-link")); err != nil {
+		t.Fatal(err)
+	}
+	s := newServer(t, Config{FilesRoot: home, MaxUpload: 1 << 20, PanelSecret: secret, SandboxID: "sb1", FilesDeny: []string{profile}})
 	h := s.Handler()
 	full := "/panel/" + token(t, panel.Claims{SID: "sb1"})
 	view := "/panel/" + token(t, panel.Claims{SID: "sb1", Scope: panel.ScopeView})
@@ -182,6 +193,14 @@ func TestFilesHostile(t *testing.T) {
 		{"view may not upload", "PUT", view + "/files/v", strings.NewReader("x"), nil, 403, ""},
 		{"view may not mkdir", "PUT", view + "/files/vd/", nil, nil, 403, ""},
 		{"view may not delete", "DELETE", view + "/files/full/x", nil, nil, 403, ""},
+		{"the profile", "GET", full + "/files/chromium-profile/Default/Cookies", nil, nil, 403, "not shared"},
+		{"the profile listed", "GET", full + "/files/chromium-profile/", nil, nil, 403, "not shared"},
+		{"the profile by a link", "GET", view + "/files/cookies-link/Cookies", nil, nil, 403, "not shared"},
+		{"the profile's link listed", "GET", view + "/files/cookies-link/", nil, nil, 403, "not shared"},
+		{"write into the profile", "PUT", full + "/files/chromium-profile/Default/Cookies", strings.NewReader("x"), nil, 403, "not shared"},
+		{"write through the profile's link", "PUT", full + "/files/cookies-link/planted", strings.NewReader("x"), nil, 403, "not shared"},
+		{"delete the profile", "DELETE", full + "/files/chromium-profile/Default/Cookies", nil, nil, 403, "not shared"},
+		{"the home hides the profile", "GET", view + "/files/", nil, nil, 200, "fifo"},
 		{"cross-site upload", "PUT", full + "/files/csrf", strings.NewReader("x"), []string{"Origin", "https://evil.example"}, 403, ""},
 	}
 	for _, tt := range tests {
@@ -204,6 +223,15 @@ func TestFilesHostile(t *testing.T) {
 				t.Errorf("answer names the home's path: %s", rec.Body)
 			}
 		})
+	}
+	if rec := fileReq(t, h, "GET", view+"/files/", nil); strings.Contains(rec.Body.String(), `"chromium-profile"`) {
+		t.Errorf("the home's listing shows the profile: %s", rec.Body)
+	}
+	if b, _ := os.ReadFile(filepath.Join(profile, "Default", "Cookies")); string(b) != "session=1" {
+		t.Fatalf("the profile's cookies now hold %q", b)
+	}
+	if _, err := os.Lstat(filepath.Join(profile, "Default", "planted")); err == nil {
+		t.Fatal("an upload landed in the profile")
 	}
 	// Outside the home nothing changed; a symlink replaced by an upload is
 	// a file in the home now, its old target untouched.

@@ -68,6 +68,10 @@ type Config struct {
 	FilesRoot  string
 	FilesOwner *syscall.Credential
 	MaxUpload  int64
+	// FilesDeny are paths the files API never serves, lists or changes
+	// even inside FilesRoot: Chromium's profile (its cookies), deskd's run
+	// dir (the display's cookie), secret files.
+	FilesDeny []string
 }
 
 // Server serves deskd's HTTP API and pages.
@@ -104,6 +108,7 @@ func New(cfg Config) *Server {
 	if cfg.MaxUpload <= 0 {
 		cfg.MaxUpload = 4 << 30
 	}
+
 	s := &Server{cfg: cfg, log: cfg.Logger, sessions: newSessions(cfg.SessionIdle), idle: newIdleMemory(2 * time.Second)}
 	s.base, s.cancel = context.WithCancel(context.Background())
 	s.metrics = newMetrics(cfg.Stack, s.sessions, cfg.Terminal)

@@ -234,6 +234,22 @@ func TestPanelControls(t *testing.T) {
 		t.Fatalf("Chromium's download in the home: %q %v", b, err)
 	}
 
+	// HiDPI: with "resize the desktop" and "sharp on high-DPI screens",
+	// a 640x400 window at devicePixelRatio 2 gets a 1280x800 desktop shown
+	// scaled down; without it, 640x400.
+	if err := chromedp.Do(b.ctx, chromedp.EmulateViewport(640, 400, chromedp.EmulateScale(2))); err != nil {
+		t.Fatal(err)
+	}
+	b.eval(t, `(document.getElementById("hidpi").checked = true, document.getElementById("hidpi").dispatchEvent(new Event("change")), document.getElementById("resize").value = "remote", document.getElementById("resize").dispatchEvent(new Event("change")), "ok")`)
+	waitDisplaySize(t, display, "1280x800")
+	b.waitJS(t, `(() => { const c = document.querySelector("#screen canvas"); return c.width === 1280 && Math.round(c.getBoundingClientRect().width) === 640; })()`)
+	b.eval(t, `(document.getElementById("hidpi").checked = false, document.getElementById("hidpi").dispatchEvent(new Event("change")), "ok")`)
+	waitDisplaySize(t, display, "640x400")
+	b.eval(t, `(document.getElementById("hidpi").checked = true, document.getElementById("hidpi").dispatchEvent(new Event("change")), "ok")`)
+	waitDisplaySize(t, display, "1280x800")
+	b.eval(t, `(document.getElementById("resize").value = "scale", document.getElementById("resize").dispatchEvent(new Event("change")), "ok")`)
+	t.Logf("HiDPI: a 640x400 window at devicePixelRatio 2 sized the desktop 1280x800 (640x400 without the setting)")
+
 	// The screenshot README shows: the desktop page with its toolbar and
 	// file panel open (DESKD_SCREENSHOT names where to keep it).
 	b.showBar(t)
