@@ -2,6 +2,7 @@ package x11
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/jezek/xgb/xproto"
 	"github.com/jezek/xgb/xtest"
@@ -109,6 +110,11 @@ func (sp *spareKeys) noteKey(kc xproto.Keycode, down bool) {
 	}
 }
 
+// MappingSettle is the pause after the keyboard mapping changed before a
+// key that needs the change is sent (see Key; PrepareKeys lets a caller
+// bind a batch first and pause once).
+const MappingSettle = 50 * time.Millisecond
+
 // Key presses or releases the key producing keysym, binding a spare
 // keycode when no key does, and adding Shift for shifted symbols sent
 // without it.
@@ -129,6 +135,15 @@ func (s *Screen) Key(keysym uint32, down bool) error {
 		if kc, err = s.bind(ks); err != nil {
 			return err
 		}
+		// Applications apply the new mapping when its MappingNotify
+		// reaches them, and nothing says when: a key sent at once is read
+		// with the old one (Chromium saw "\0" for é and € typed through
+		// noVNC). The server has the mapping once sync returns; give the
+		// clients MappingSettle. Only the first use of a keysym pays.
+		if err := s.sync(); err != nil {
+			return err
+		}
+		time.Sleep(MappingSettle)
 	}
 	s.spares.noteKey(kc, down)
 	typ := byte(xproto.KeyRelease)

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	cdpbrowser "github.com/chromedp/cdproto/browser"
+	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
@@ -165,6 +166,19 @@ func TestPanelControls(t *testing.T) {
 		t.Fatalf("sticky Ctrl not released after one key: aria-pressed %s", got)
 	}
 	t.Logf("extra keys reached X: %s", desktopEval(t, pg, `keys.join(" ")`))
+
+	// The on-screen keyboard's input (what a phone's keyboard types into
+	// the hidden field) goes out as keys, non-Latin ones included.
+	desktopEval(t, pg, `(document.getElementById("i").value = "", document.getElementById("i").focus(), true)`)
+	b.click(t, "#kbdbtn")
+	b.waitJS(t, `document.activeElement === document.getElementById("kbd")`)
+	if err := chromedp.Do(b.ctx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, input.InsertText, input.InsertTextParams{Text: "hé€"})
+		return err
+	})); err != nil {
+		t.Fatal(err)
+	}
+	waitDesktopOr(t, pg, `document.getElementById("i").value === "hé€"`, `document.getElementById("i").value + " / " + keys.join(" ")`)
 
 	// View only: the toggle stops input; off again, input flows.
 	b.click(t, "#viewonly")
@@ -527,4 +541,15 @@ func screenshot(t *testing.T, b *browser) {
 		t.Fatal(err)
 	}
 	t.Logf("panel screenshot: %s (%d bytes)", out, len(png))
+}
+
+// waitDesktopOr is waitDesktop that reports show's value on failure.
+func waitDesktopOr(t *testing.T, pg *cdpConn, cond, show string) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if desktopEval(t, pg, cond) == "true" {
+			return
+		}
+	}
+	t.Fatalf("desktop page never met %s; %s = %s", cond, show, desktopEval(t, pg, show))
 }
