@@ -463,7 +463,7 @@ func (c *Computer) exec(ctx context.Context, o op, r *Result, so ShotOptions) er
 				if err := c.pointer(p, c.buttons|bit(o.button)); err != nil {
 					return err
 				}
-				if err := sleep(ctx, ClickGap/2); err != nil {
+				if err := sleep(ctx, PressHold); err != nil {
 					return err
 				}
 				if err := c.pointer(p, c.buttons&^bit(o.button)); err != nil {
@@ -567,10 +567,15 @@ func (c *Computer) exec(ctx context.Context, o op, r *Result, so ShotOptions) er
 	return fmt.Errorf("action kind %d not implemented", o.kind)
 }
 
-// ClickGap is the pause between the clicks of a double or triple click
-// (half of it between press and release); a toolkit's double-click time
-// is 400-500 ms.
+// ClickGap is the pause between the clicks of a double or triple click;
+// a toolkit's double-click time is 400-500 ms.
 const ClickGap = 20 * time.Millisecond
+
+// PressHold is how long a click holds the button: long enough for the
+// press and release to carry different X timestamps (milliseconds), no
+// longer (xdotool holds none). It was ClickGap/2, 10 ms added to every
+// click's latency.
+const PressHold = 2 * time.Millisecond
 
 // KeyPreparer is a Display that can make keysyms typeable ahead of
 // typing them (x11.Screen binds spare keycodes for them).
