@@ -82,6 +82,12 @@ func Flags(cfg ChromiumConfig) []string {
 		"--disable-dev-shm-usage",
 		"--use-angle=swiftshader",
 		"--enable-unsafe-swiftshader",
+		// Composite in software: the browser then presents only what
+		// changed (a typed line: DAMAGE says 1122x35 px) instead of
+		// swapping the whole window per frame through SwiftShader, which
+		// made every keystroke a full-screen capture and compare for the
+		// VNC server. WebGL still runs on SwiftShader.
+		"--disable-gpu-compositing",
 		"--password-store=basic",
 		"--window-position=0,0",
 		"--start-maximized",

@@ -23,7 +23,7 @@ func TestFlags(t *testing.T) {
 	for _, want := range []string{
 		"--user-data-dir=/p", "--remote-debugging-port=9333", "--remote-debugging-address=127.0.0.1",
 		"--disable-background-networking", "--disable-component-update", "--no-first-run",
-		"--disable-dev-shm-usage", "--use-angle=swiftshader", "--enable-unsafe-swiftshader",
+		"--disable-dev-shm-usage", "--use-angle=swiftshader", "--enable-unsafe-swiftshader", "--disable-gpu-compositing",
 		"--window-size=800,600", "--no-sandbox", "--test-type", "--start-maximized",
 		"--disable-blink-features=AutomationControlled", "--disable-session-crashed-bubble",
 		"--hide-crash-restore-bubble", "--disable-features=TranslateUI",
