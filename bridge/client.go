@@ -26,14 +26,11 @@ type tiles struct {
 	// at is when each tile last changed (unix nanoseconds): marked, or
 	// moved by a scroll.
 	at []int64
-	// part is, for a dirty tile, the box inside it that changed since
-	// it was last sent; the zero Rect means the whole tile.
-	part []Rect
 }
 
 func newTiles(w, h int) *tiles {
 	cols, rows := (w+tile-1)/tile, (h+tile-1)/tile
-	return &tiles{cols: cols, rows: rows, w: w, h: h, bits: make([]bool, cols*rows), at: make([]int64, cols*rows), part: make([]Rect, cols*rows)}
+	return &tiles{cols: cols, rows: rows, w: w, h: h, bits: make([]bool, cols*rows), at: make([]int64, cols*rows)}
 }
 
 // touch records that the tiles overlapping r changed now, without
@@ -63,32 +60,13 @@ func (t *tiles) mark(r Rect) {
 		for tx := r.X / tile; tx <= (r.X+r.W-1)/tile; tx++ {
 			i := ty*t.cols + tx
 			t.at[i] = now
-			whole := Rect{tx * tile, ty * tile, min(tile, t.w-tx*tile), min(tile, t.h-ty*tile)}
-			sub := r.Intersect(whole)
-			switch {
-			case !t.bits[i]:
+			if !t.bits[i] {
 				t.bits[i] = true
 				t.n++
-				t.part[i] = sub
-			case !t.part[i].Empty():
-				t.part[i] = union(t.part[i], sub)
-			}
-			// Most of a tile goes as the tile (shared between viewers).
-			if 2*t.part[i].W*t.part[i].H > whole.W*whole.H {
-				t.part[i] = Rect{}
 			}
 			delete(t.sent, i)
 		}
 	}
-}
-
-// markWhole marks tile i dirty as a whole.
-func (t *tiles) markWhole(i int) {
-	if !t.bits[i] {
-		t.bits[i] = true
-		t.n++
-	}
-	t.part[i] = Rect{}
 }
 
 // each calls fn for every dirty tile overlapping r.
@@ -136,7 +114,10 @@ func (t *tiles) refineInto(dirty *tiles, still time.Duration) (int, time.Duratio
 		t.bits[i] = false
 		t.n--
 		n++
-		dirty.markWhole(i)
+		if !dirty.bits[i] {
+			dirty.bits[i] = true
+			dirty.n++
+		}
 		delete(dirty.sent, i)
 	}
 	return n, next
@@ -156,9 +137,6 @@ func (t *tiles) take(r Rect) []Rect {
 			switch {
 			case c.Empty():
 			case c == rt:
-				if p := t.part[i]; !p.Empty() {
-					c = p // only this part changed since it was sent
-				}
 				out = append(out, c)
 				t.bits[i] = false
 				t.n--

@@ -313,11 +313,8 @@ func (s *Server) capture(damaged []Rect, scratch *Frame, findScroll bool) ([]Rec
 		for tx := box.X; tx < box.X+box.W; tx += tile {
 			t := Rect{tx, ty, min(tile, full.W-tx), min(tile, full.H-ty)}
 			explained := sc != nil && sc.explains(s.fb, scratch, t) // before the tile is updated
-			if part, ok := copyIfChanged(s.fb, scratch, t); ok {
-				// Viewers are marked with the part that changed (a glyph
-				// typed, a cursor blinking), and are sent only that part
-				// of the tile; a scroll's unexplained tiles go whole.
-				changed = append(changed, part)
+			if copyIfChanged(s.fb, scratch, t) {
+				changed = append(changed, t)
 				s.gen++
 				if idx, ok := tileIndex(t, full.W, full.H); ok {
 					s.versions[idx] = s.gen
@@ -338,43 +335,19 @@ func union(a, b Rect) Rect {
 	return Rect{x0, y0, x1 - x0, y1 - y0}
 }
 
-// copyIfChanged copies the rows of tile t that differ from src into dst
-// (ignoring the undefined X byte) and returns the box of the pixels that
-// differed.
-func copyIfChanged(dst, src *Frame, t Rect) (Rect, bool) {
-	y0, y1, x0, x1 := -1, -1, t.W, 0
+// copyIfChanged copies tile t from src to dst when it differs, ignoring
+// the undefined X byte.
+func copyIfChanged(dst, src *Frame, t Rect) bool {
+	changed := false
 	for y := t.Y; y < t.Y+t.H; y++ {
 		a := dst.Pix[y*dst.Stride+4*t.X : y*dst.Stride+4*(t.X+t.W)]
 		b := src.Pix[y*src.Stride+4*t.X : y*src.Stride+4*(t.X+t.W)]
-		if rowsEqual(a, b) {
-			continue
+		changed = changed || !rowsEqual(a, b)
+		if changed {
+			copy(a, b)
 		}
-		if y0 < 0 {
-			y0 = y
-		}
-		y1 = y
-		l, r := diffSpan(a, b)
-		x0, x1 = min(x0, l), max(x1, r)
-		copy(a, b)
 	}
-	if y0 < 0 {
-		return Rect{}, false
-	}
-	return Rect{t.X + x0, y0, x1 - x0, y1 - y0 + 1}, true
-}
-
-// diffSpan returns the first and one past the last pixel where rows a
-// and b (which differ) differ, ignoring the X byte.
-func diffSpan(a, b []byte) (int, int) {
-	n := len(a) / 4
-	l, r := 0, n
-	for l < n && (binary.LittleEndian.Uint32(a[4*l:])^binary.LittleEndian.Uint32(b[4*l:]))&0x00ffffff == 0 {
-		l++
-	}
-	for r > l && (binary.LittleEndian.Uint32(a[4*r-4:])^binary.LittleEndian.Uint32(b[4*r-4:]))&0x00ffffff == 0 {
-		r--
-	}
-	return l, r
+	return changed
 }
 
 // ConnOptions are per connection.
