@@ -102,7 +102,10 @@ func (b *browser) click(t *testing.T, sel string) {
 func TestPanelControls(t *testing.T) {
 	chromium := testenv.Chromium(t)
 	home := filepath.Join(testenv.TempDir(t), "home")
-	e := newInstall(t, "--home", home, "--max-upload-mib", "512")
+	// --no-sandbox is what brings Chromium's "unsupported command-line
+	// flag" infobar (deskd passes it whenever Chromium runs as root); the
+	// GUI runs as uid 1000 here, so it is asked for explicitly.
+	e := newInstall(t, "--home", home, "--max-upload-mib", "512", "--no-sandbox")
 	e.useDisplay(t)
 	deskd := serveDeskd(t, e)
 	gw := gateway(t, map[string]*url.URL{"sb1": deskd})
@@ -111,9 +114,9 @@ func TestPanelControls(t *testing.T) {
 	deskdPid := int(st["pids"].(map[string]any)["deskd"].(float64))
 	cdpBase := strings.Replace(sr.CDPURL, "/vnc.html?autoconnect=true&resize=scale", "", 1)
 
-	// A fresh Chromium as root shows no infobar: in the X capture the
-	// page starts right under the tab strip and toolbar (~91 px; the
-	// "--no-sandbox" infobar pushes it to ~147 px).
+	// A fresh Chromium with --no-sandbox (as it runs as root) shows no
+	// infobar: in the X capture the page starts right under the tab strip
+	// and toolbar (~87 px; the "--no-sandbox" infobar pushes it to ~147).
 	infobarCheck(t, display)
 
 	b := newBrowser(t, chromium)
