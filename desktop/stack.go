@@ -605,7 +605,7 @@ func (s *Stack) home() (string, error) {
 	}
 	// A home made here is handed to the GUI user; an existing one (the
 	// user's own) is left as it is, except deskd's default under RunDir.
-	if c := s.cfg.Credential; c != nil && (made || s.cfg.Home == "") {
+	if c := s.cfg.Credential; c != nil && (made || h == filepath.Join(s.cfg.RunDir, "home")) {
 		if err := os.Chown(h, int(c.Uid), int(c.Gid)); err != nil {
 			return "", fmt.Errorf("desktop: home: %w", err)
 		}

@@ -127,9 +127,17 @@ func (s *Server) files(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": err.Error()})
 		return
 	}
-	if err := os.MkdirAll(s.cfg.FilesRoot, 0o755); err != nil {
-		s.fileError(w, r, err)
-		return
+	if _, err := os.Stat(s.cfg.FilesRoot); errors.Is(err, fs.ErrNotExist) && r.Method == http.MethodPut {
+		// A home made here (before the desktop ever ran) is the GUI
+		// user's, as the desktop would have made it.
+		if err := os.MkdirAll(s.cfg.FilesRoot, 0o700); err != nil {
+			s.fileError(w, r, err)
+			return
+		}
+		if err := s.own(func(uid, gid int) error { return os.Chown(s.cfg.FilesRoot, uid, gid) }); err != nil {
+			s.fileError(w, r, err)
+			return
+		}
 	}
 	root, err := os.OpenRoot(s.cfg.FilesRoot)
 	if err != nil {

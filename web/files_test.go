@@ -101,12 +101,23 @@ func TestFilesOwnedByGUIUser(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to hand files to another user")
 	}
-	home := t.TempDir()
+	// The home does not exist yet (the desktop never ran): a listing is a
+	// 404 and makes nothing; an upload makes it, the GUI user's.
+	home := filepath.Join(t.TempDir(), "home")
 	h := newServer(t, Config{FilesRoot: home, FilesOwner: &syscall.Credential{Uid: 1000, Gid: 1000}}).Handler()
+	if rec := fileReq(t, h, "GET", "/files/", nil); rec.Code != 404 {
+		t.Fatalf("GET of a home not made yet = %d %s", rec.Code, rec.Body)
+	}
+	if _, err := os.Stat(home); err == nil {
+		t.Fatal("a listing made the home")
+	}
 	if rec := fileReq(t, h, "PUT", "/files/Downloads/sub/f.txt", strings.NewReader("hi")); rec.Code != 201 {
 		t.Fatalf("PUT = %d %s", rec.Code, rec.Body)
 	}
-	for _, p := range []string{"Downloads", "Downloads/sub", "Downloads/sub/f.txt"} {
+	if fi, err := os.Stat(home); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("home made by an upload: %v %v", fi.Mode(), err)
+	}
+	for _, p := range []string{".", "Downloads", "Downloads/sub", "Downloads/sub/f.txt"} {
 		fi, err := os.Lstat(filepath.Join(home, p))
 		if err != nil {
 			t.Fatal(err)
