@@ -47,15 +47,25 @@ type scrollScratch struct {
 // go without a search.
 const maxScrollSkip = 4
 
-// rowHash hashes a row's pixels, ignoring the undefined X byte.
+// rowHash hashes a row's pixels, ignoring the undefined X byte. Four
+// independent lanes of 8 bytes: one chain of multiplies waited on its
+// own latency (hashing was 15% of deskd's CPU with a text page scrolled
+// in wheel steps); equal rows still hash equal, and a match is always
+// confirmed by comparing the rows.
 func rowHash(row []byte) uint64 {
-	h := uint64(14695981039346656037)
+	const prime, mask = 1099511628211, 0x00ffffff00ffffff
+	h0, h1, h2, h3 := uint64(14695981039346656037), uint64(1), uint64(2), uint64(3)
 	i := 0
-	for ; i+8 <= len(row); i += 8 {
-		h = (h ^ binary.LittleEndian.Uint64(row[i:])&0x00ffffff00ffffff) * 1099511628211
+	for ; i+32 <= len(row); i += 32 {
+		b := row[i : i+32]
+		h0 = (h0 ^ binary.LittleEndian.Uint64(b)&mask) * prime
+		h1 = (h1 ^ binary.LittleEndian.Uint64(b[8:])&mask) * prime
+		h2 = (h2 ^ binary.LittleEndian.Uint64(b[16:])&mask) * prime
+		h3 = (h3 ^ binary.LittleEndian.Uint64(b[24:])&mask) * prime
 	}
+	h := ((h0*prime^h1)*prime^h2)*prime ^ h3
 	for ; i+4 <= len(row); i += 4 {
-		h = (h ^ uint64(binary.LittleEndian.Uint32(row[i:])&0x00ffffff)) * 1099511628211
+		h = (h ^ uint64(binary.LittleEndian.Uint32(row[i:])&0x00ffffff)) * prime
 	}
 	return h
 }

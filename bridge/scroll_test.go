@@ -355,3 +355,14 @@ func TestScrollWhileViewerReads(t *testing.T) {
 		}
 	}
 }
+
+func BenchmarkRowHash(b *testing.B) {
+	row := make([]byte, 4*1280)
+	for i := range row {
+		row[i] = byte(i * 7)
+	}
+	b.SetBytes(int64(len(row)))
+	for b.Loop() {
+		rowHash(row)
+	}
+}
