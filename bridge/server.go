@@ -93,6 +93,7 @@ type Server struct {
 	resizeCh chan resizeReq // viewers' SetDesktopSize, for the capture loop
 	refresh  chan struct{}  // the first viewer after none: capture everything
 	scrollSc scrollScratch  // the capture loop's
+	regionSc regionScratch  // the capture loop's
 	versions []uint64       // per tile: content version (s.mu)
 	gen      uint64         // last version given (s.mu)
 	cache    tileCache      // tiles encoded once for viewers with equal settings
@@ -275,52 +276,45 @@ func (s *Server) wantCopyRect() bool {
 
 // capture grabs the damaged area and returns the tiles that differ from
 // the shared framebuffer, which it updates, and a scroll it found when
-// asked to look.
+// asked to look (in the largest box captured).
 func (s *Server) capture(damaged []Rect, scratch *Frame, findScroll bool) ([]Rect, *scroll) {
 	full := Rect{0, 0, s.fb.W, s.fb.H}
-	var box Rect
-	for _, r := range damaged {
-		r = r.Intersect(full)
-		if r.Empty() {
-			continue
-		}
-		if box.Empty() {
-			box = r
-		} else {
-			box = union(box, r)
-		}
-	}
-	if box.Empty() {
+	boxes := damageBoxes(damaged, full.W, full.H, &s.regionSc)
+	if len(boxes) == 0 {
 		return nil, nil
 	}
-	// Align to tiles so compares and copies are whole tiles.
-	x0, y0 := box.X/tile*tile, box.Y/tile*tile
-	x1, y1 := min(full.W, (box.X+box.W+tile-1)/tile*tile), min(full.H, (box.Y+box.H+tile-1)/tile*tile)
-	box = Rect{x0, y0, x1 - x0, y1 - y0}
-	if err := s.screen.Capture(toImage(box), scratch.Pix, scratch.Stride); err != nil {
-		s.log.Warn("capture failed", "rect", box, "err", err)
-		return nil, nil
+	biggest := 0
+	for i, box := range boxes {
+		if err := s.screen.Capture(toImage(box), scratch.Pix, scratch.Stride); err != nil {
+			s.log.Warn("capture failed", "rect", box, "err", err)
+			return nil, nil
+		}
+		if box.W*box.H > boxes[biggest].W*boxes[biggest].H {
+			biggest = i
+		}
 	}
 	var sc *scroll
 	if findScroll { // s.fb is the old picture: only this goroutine writes it
-		if found, ok := detectScroll(s.fb, scratch, box, &s.scrollSc); ok {
+		if found, ok := detectScroll(s.fb, scratch, boxes[biggest], &s.scrollSc); ok {
 			sc = &found
 		}
 	}
 	var changed []Rect
 	s.mu.Lock()
-	for ty := box.Y; ty < box.Y+box.H; ty += tile {
-		for tx := box.X; tx < box.X+box.W; tx += tile {
-			t := Rect{tx, ty, min(tile, full.W-tx), min(tile, full.H-ty)}
-			explained := sc != nil && sc.explains(s.fb, scratch, t) // before the tile is updated
-			if copyIfChanged(s.fb, scratch, t) {
-				changed = append(changed, t)
-				s.gen++
-				if idx, ok := tileIndex(t, full.W, full.H); ok {
-					s.versions[idx] = s.gen
-				}
-				if sc != nil && !explained {
-					sc.rest = append(sc.rest, t)
+	for _, box := range boxes {
+		for ty := box.Y; ty < box.Y+box.H; ty += tile {
+			for tx := box.X; tx < box.X+box.W; tx += tile {
+				t := Rect{tx, ty, min(tile, full.W-tx), min(tile, full.H-ty)}
+				explained := sc != nil && sc.explains(s.fb, scratch, t) // before the tile is updated
+				if copyIfChanged(s.fb, scratch, t) {
+					changed = append(changed, t)
+					s.gen++
+					if idx, ok := tileIndex(t, full.W, full.H); ok {
+						s.versions[idx] = s.gen
+					}
+					if sc != nil && !explained {
+						sc.rest = append(sc.rest, t)
+					}
 				}
 			}
 		}
