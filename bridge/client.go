@@ -198,7 +198,8 @@ type client struct {
 	enc        *encoder
 	enc2       *encoder // Tight's second half of a large update, in parallel (streams 2, 3)
 	out2       []byte
-	snap       *Frame
+	snap       *Frame // the viewer's picture (seen.go)
+	sendRects  []Rect
 	fbW, fbH   int // the framebuffer size the viewer knows
 	out        []byte
 }
@@ -438,23 +439,53 @@ func (c *client) writeLoop(ctx context.Context) error {
 		// where such a move takes their content, so nothing is left
 		// wrong on the viewer's screen.
 		newer := c.s.gen != gen
-		for n, r := range rects {
-			for y := r.Y; y < r.Y+r.H; y++ {
-				i := y*c.snap.Stride + 4*r.X
-				copy(c.snap.Pix[i:i+4*r.W], c.s.fb.Pix[i:i+4*r.W])
-			}
-			if sh != nil { // the version of exactly these pixels
-				if idx, ok := tileIndex(r, c.s.fb.W, c.s.fb.H); ok {
-					sh.idx[n], sh.versions[n] = idx, c.s.versions[idx]
-				}
-			}
+		if cp != nil { // the viewer moves its pixels before any others land
+			moveRows(c.snap, *cp)
 		}
+		// Of each rectangle, only the box where the screen differs from
+		// the viewer's picture goes (seen.go).
+		send := c.sendRects[:0]
+		for _, r := range rects {
+			box, ok := changedBox(c.snap, c.s.fb, r)
+			if !ok {
+				continue
+			}
+			copyKnown(c.snap, c.s.fb, box)
+			if sh != nil { // the version of exactly these pixels
+				idx, whole := tileIndex(box, c.s.fb.W, c.s.fb.H)
+				var version uint64
+				if whole {
+					version = c.s.versions[idx]
+				}
+				sh.idx[len(send)], sh.versions[len(send)] = idx, version
+			}
+			send = append(send, box)
+		}
+		c.sendRects = send
 		c.s.mu.RUnlock()
 		if newer {
 			c.mu.Lock()
 			c.markAgain(rects)
 			c.mu.Unlock()
 			c.poke()
+		}
+		if len(send) == 0 && cursor == nil && cp == nil {
+			// The viewer has all of it already (a tile that changed and
+			// changed back): nothing to send, its request still stands.
+			if !push {
+				c.mu.Lock()
+				if c.requested {
+					c.request = union(c.request, req)
+				} else {
+					c.request, c.requested = req, true
+				}
+				c.mu.Unlock()
+			}
+			c.forgetLossy(rects)
+			continue
+		}
+		if sh != nil {
+			sh.idx, sh.versions = sh.idx[:len(send)], sh.versions[:len(send)]
 		}
 		var trailer []byte
 		if push { // counted in flight only now that it is sent
@@ -466,29 +497,42 @@ func (c *client) writeLoop(ctx context.Context) error {
 			c.s.log.Debug("viewer encoding", "encoding", encodingName(encoding), "jpeg_quality", c.enc.quality, "bpp", c.enc.pw.pf.BPP)
 			c.sent = encoding
 		}
-		if err := c.sendUpdate(rects, encoding, cursor, cp, trailer, sh); err != nil {
+		if err := c.sendUpdate(send, encoding, cursor, cp, trailer, sh); err != nil {
 			return err
 		}
 		// Which tiles the viewer now has as JPEG: those wait for the
 		// screen to be still, then go again lossless.
-		c.mu.Lock()
-		for _, r := range rects {
-			c.lossy.clearTile(r)
-		}
-		for _, r := range c.enc.lossy {
-			c.lossy.mark(r)
-		}
-		for _, r := range c.enc2.lossy {
-			c.lossy.mark(r)
-		}
-		pending := c.lossy.n > 0
-		c.mu.Unlock()
-		c.enc.lossy, c.enc2.lossy = c.enc.lossy[:0], c.enc2.lossy[:0]
+		pending := c.forgetLossy(rects)
 		if pending && !armed { // (armed, it fires on time: updates do not postpone it)
 			refine.Reset(refineDelay)
 			armed = true
 		}
 	}
+}
+
+// forgetLossy notes what the last update sent as JPEG: those pixels
+// are unknown in the viewer's picture, and their tiles wait to be sent
+// again lossless. Every other tile of rects the viewer now has exactly.
+// It reports whether any tile waits.
+func (c *client) forgetLossy(rects []Rect) bool {
+	for _, e := range []*encoder{c.enc, c.enc2} {
+		for _, r := range e.lossy {
+			forget(c.snap, r)
+		}
+	}
+	c.mu.Lock()
+	for _, r := range rects {
+		c.lossy.clearTile(r)
+	}
+	for _, e := range []*encoder{c.enc, c.enc2} {
+		for _, r := range e.lossy {
+			c.lossy.mark(r)
+		}
+	}
+	pending := c.lossy.n > 0
+	c.mu.Unlock()
+	c.enc.lossy, c.enc2.lossy = c.enc.lossy[:0], c.enc2.lossy[:0]
+	return pending
 }
 
 // sendSize sends the size message the viewer is owed, in answer to its
@@ -500,7 +544,7 @@ func (c *client) sendSize() error {
 	c.mu.Unlock()
 	if n.changed {
 		c.fbW, c.fbH = n.w, n.h
-		c.snap = NewFrame(n.w, n.h)
+		c.snap = newSnap(n.w, n.h)
 	} else {
 		n.w, n.h = c.fbW, c.fbH
 	}

@@ -376,12 +376,12 @@ func TestIncrementalUpdatesPerEncoding(t *testing.T) {
 			if name != "tight jpeg" && !c.matches(scr) {
 				t.Fatal("full update does not match the screen")
 			}
-			// A change inside one tile is sent as that tile only.
+			// A change inside one tile is sent as the box that changed.
 			scr.paint(Rect{70, 70, 10, 10}, 0xabcdef)
 			c.request(true)
 			rects := c.update()
-			if len(rects) != 1 || rects[0] != (Rect{64, 64, 64, 64}) {
-				t.Fatalf("incremental update sent %v, want the one changed tile", rects)
+			if len(rects) != 1 || rects[0] != (Rect{70, 70, 10, 10}) {
+				t.Fatalf("incremental update sent %v, want the box that changed", rects)
 			}
 			if name != "tight jpeg" && !c.matches(scr) {
 				t.Fatal("incremental update does not match the screen")
