@@ -3,6 +3,7 @@ package bridge
 import (
 	"bytes"
 	"encoding/binary"
+	"slices"
 
 	"github.com/klauspost/compress/zlib"
 
@@ -200,61 +201,78 @@ type colourSet struct {
 	slot    [256]uint32 // colour | 1<<24 when used
 	pos     [256]uint8  // its index in colours
 	colours []uint32
+	idx     []byte // the last palette's index of each pixel
 }
 
 const maxColourSet = 192 // keeps the table at most 75% full
 
 func colourHash(c uint32) int { return int((c * 0x9E3779B1) >> 24) }
 
-// add records c and reports false when the set already holds limit
-// other colours.
-func (s *colourSet) add(c uint32, limit int) bool {
+// add records c and returns its index; ok is false when the set
+// already holds limit other colours.
+func (s *colourSet) add(c uint32, limit int) (idx byte, ok bool) {
 	k := c | 1<<24
 	for i := colourHash(c); ; i = (i + 1) & 255 {
 		switch s.slot[i] {
 		case k:
-			return true
+			return s.pos[i], true
 		case 0:
 			if len(s.colours) == limit {
-				return false
+				return 0, false
 			}
 			s.slot[i], s.pos[i] = k, uint8(len(s.colours))
 			s.colours = append(s.colours, c)
-			return true
-		}
-	}
-}
-
-// index is c's position; c must have been added.
-func (s *colourSet) index(c uint32) int {
-	k := c | 1<<24
-	for i := colourHash(c); ; i = (i + 1) & 255 {
-		if s.slot[i] == k {
-			return int(s.pos[i])
+			return s.pos[i], true
 		}
 	}
 }
 
 // palette collects the distinct colours of rect r into s, up to limit;
-// ok is false when there are more.
+// ok is false when there are more. The colour index of every pixel is
+// appended to s.idx, row after row, so nothing looks a colour up twice.
 func (s *colourSet) palette(f *Frame, r Rect, limit int) (ok bool) {
 	clear(s.slot[:])
 	s.colours = s.colours[:0]
+	s.idx = slices.Grow(s.idx[:0], r.W*r.H)[:r.W*r.H]
+	n := 0
 	for y := r.Y; y < r.Y+r.H; y++ {
 		row := f.Pix[y*f.Stride+4*r.X : y*f.Stride+4*(r.X+r.W)]
-		prev := uint32(1 << 31)
-		for i := 0; i < len(row); i += 4 {
-			c := uint32(row[i+2])<<16 | uint32(row[i+1])<<8 | uint32(row[i])
-			if c == prev {
-				continue // runs are common: skip the lookup
+		out := s.idx[n : n+r.W]
+		n += r.W
+		prev, pi := uint32(1<<31), byte(0)
+		for x := range out {
+			p := row[4*x : 4*x+4]
+			c := uint32(p[2])<<16 | uint32(p[1])<<8 | uint32(p[0])
+			if c != prev { // runs are common: skip the lookup
+				i, ok := s.add(c, limit)
+				if !ok {
+					return false
+				}
+				prev, pi = c, i
 			}
-			prev = c
-			if !s.add(c, limit) {
-				return false
-			}
+			out[x] = pi
 		}
 	}
 	return true
+}
+
+// packBits appends the indices of s.idx, w a row, at bits (1, 2 or 4)
+// each: rows padded to a byte, the leftmost pixel in the high bits.
+func (s *colourSet) packBits(dst []byte, w, bits int) []byte {
+	for row := s.idx; len(row) >= w; row = row[w:] {
+		var b byte
+		n := 0
+		for _, i := range row[:w] {
+			b = b<<bits | i
+			if n += bits; n == 8 {
+				dst, b, n = append(dst, b), 0, 0
+			}
+		}
+		if n > 0 {
+			dst = append(dst, b<<(8-n))
+		}
+	}
+	return dst
 }
 
 // Tight (rfbproto "Tight Encoding"): a compression-control byte, then
@@ -267,18 +285,23 @@ func (s *colourSet) palette(f *Frame, r Rect, limit int) (ok bool) {
 // where data under 12 bytes is sent as it is, and longer data is a compact
 // length followed by the bytes deflated through zlib stream 0..3.
 const (
-	tightFill       = 0x80
-	tightJPEG       = 0x90
-	tightExplicit   = 0x40
-	tightPalette    = 1
-	tightMinToZlib  = 12
-	tightMaxPalette = 16 // more colours than this: JPEG, or copy
-	// tightPhotoColours: a tile with more distinct colours than this looks
-	// like a photo and goes JPEG when the viewer allows it; below it
-	// (anti-aliased text, UI) copy+zlib is smaller and lossless. Measured
-	// on testdata/textpage.png: text tiles have 64-190 colours (sub-pixel
-	// anti-aliasing), and sending them JPEG made a frame 2.5x bigger.
-	tightPhotoColours = maxColourSet - 2
+	tightFill      = 0x80
+	tightJPEG      = 0x90
+	tightExplicit  = 0x40
+	tightPalette   = 1
+	tightMinToZlib = 12
+	// tightMaxPalette: a tile with more distinct colours than this looks
+	// like a photo and goes JPEG when the viewer allows it (else copy);
+	// up to it (anti-aliased text, UI) a palette is smaller and lossless.
+	// Measured on testdata/textpage.png: text tiles have 64-190 colours
+	// (sub-pixel anti-aliasing), and sending them JPEG made a frame 2.5x
+	// bigger.
+	tightMaxPalette = maxColourSet - 2
+	// A palette of more than tightSmallPalette colours is sent only when
+	// the rectangle has tightPaletteBytes pixels a colour: its TPIXELs go
+	// uncompressed.
+	tightSmallPalette = 16
+	tightPaletteBytes = 16
 )
 
 // jpegQualities maps a client's quality level 0..9 to JPEG quality.
@@ -286,68 +309,48 @@ var jpegQualities = [10]int{15, 29, 41, 42, 62, 77, 79, 86, 92, 100}
 
 // encodeTight appends one Tight rectangle body for r. Callers keep r at
 // most 2048 pixels wide (the protocol's limit) and small enough to
-// choose per tile: solid fills, few colours go lossless through a
-// palette, photo-like content goes JPEG when the client allows it.
+// choose per tile: solid fills, and up to tightMaxPalette colours go
+// lossless through a palette (anti-aliased text: a byte a pixel instead
+// of three), photo-like content goes JPEG when the client allows it.
 func (e *encoder) encodeTight(dst []byte, f *Frame, r Rect) []byte {
 	cs := &e.colours
-	limit := tightMaxPalette
-	if e.quality >= 0 && e.pw.tpixel3 && r.W >= 8 && r.H >= 8 {
-		limit = tightPhotoColours // worth knowing whether it is photo-like
-	}
-	few := cs.palette(f, r, limit)
+	few := cs.palette(f, r, tightMaxPalette)
 	n := len(cs.colours)
 	switch {
 	case few && n == 1:
 		return e.pw.putCompact(append(dst, tightFill), cs.colours[0])
-	case few && n <= tightMaxPalette:
+	case few && (n <= tightSmallPalette || tightPaletteBytes*n <= r.W*r.H):
 		dst = append(dst, e.tightControl(tightExplicit|byte(e.tightBase+1)<<4, e.tightBase+1), tightPalette, byte(n-1))
 		for _, c := range cs.colours {
 			dst = e.pw.putCompact(dst, c)
 		}
-		e.scratch = packIndices(e.scratch[:0], f, r, cs, n)
-		return e.tightData(dst, e.tightBase+1, e.scratch)
-	case !few && limit == tightPhotoColours:
+		data := cs.idx
+		if n == 2 {
+			e.scratch = cs.packBits(e.scratch[:0], r.W, 1)
+			data = e.scratch
+		}
+		return e.tightData(dst, e.tightBase+1, data)
+	case !few && e.quality >= 0 && e.pw.tpixel3 && r.W >= 8 && r.H >= 8:
 		return e.tightJPEG(dst, f, r)
 	}
-	e.scratch = e.scratch[:0]
+	e.scratch = slices.Grow(e.scratch[:0], r.W*r.H*e.pw.bytes)
 	for y := r.Y; y < r.Y+r.H; y++ {
+		row := f.Pix[y*f.Stride+4*r.X : y*f.Stride+4*(r.X+r.W)]
 		if e.pw.tpixel3 { // B, G, R, X to R, G, B
-			row := f.Pix[y*f.Stride+4*r.X : y*f.Stride+4*(r.X+r.W)]
-			for i := 0; i < len(row); i += 4 {
-				e.scratch = append(e.scratch, row[i+2], row[i+1], row[i])
+			n := len(e.scratch)
+			out := e.scratch[n : n+3*r.W]
+			for i := range r.W {
+				p, o := row[4*i:4*i+4], out[3*i:3*i+3]
+				o[0], o[1], o[2] = p[2], p[1], p[0]
 			}
+			e.scratch = e.scratch[:n+3*r.W]
 			continue
 		}
-		for x := r.X; x < r.X+r.W; x++ {
-			e.scratch = e.pw.putCompact(e.scratch, f.bgr(x, y))
+		for i := 0; i < len(row); i += 4 {
+			e.scratch = e.pw.putCompact(e.scratch, uint32(row[i+2])<<16|uint32(row[i+1])<<8|uint32(row[i]))
 		}
 	}
 	return e.tightData(append(dst, e.tightControl(byte(e.tightBase)<<4, e.tightBase)), e.tightBase, e.scratch)
-}
-
-// packIndices writes palette indices: 1 bit a pixel (rows padded to a
-// byte, MSB first) for 2 colours, else a byte a pixel.
-func packIndices(dst []byte, f *Frame, r Rect, cs *colourSet, n int) []byte {
-	for y := r.Y; y < r.Y+r.H; y++ {
-		if n == 2 {
-			var b byte
-			bits := 0
-			for x := r.X; x < r.X+r.W; x++ {
-				b = b<<1 | byte(cs.index(f.bgr(x, y)))
-				if bits++; bits == 8 {
-					dst, b, bits = append(dst, b), 0, 0
-				}
-			}
-			if bits > 0 {
-				dst = append(dst, b<<(8-bits))
-			}
-			continue
-		}
-		for x := r.X; x < r.X+r.W; x++ {
-			dst = append(dst, byte(cs.index(f.bgr(x, y))))
-		}
-	}
-	return dst
 }
 
 // tightControl adds to a basic rectangle's control byte the reset of
@@ -452,20 +455,7 @@ func (e *encoder) zrleTileData(dst []byte, f *Frame, t Rect) []byte {
 		case len(colours) <= 4:
 			bits = 2
 		}
-		for y := t.Y; y < t.Y+t.H; y++ {
-			var b byte
-			n := 0
-			for x := t.X; x < t.X+t.W; x++ {
-				b = b<<bits | byte(cs.index(f.bgr(x, y)))
-				if n += bits; n == 8 {
-					dst, b, n = append(dst, b), 0, 0
-				}
-			}
-			if n > 0 {
-				dst = append(dst, b<<(8-n))
-			}
-		}
-		return dst
+		return cs.packBits(dst, t.W, bits)
 	}
 	dst = append(dst, 0)
 	for y := t.Y; y < t.Y+t.H; y++ {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/zlib"
 	"encoding/binary"
+	"fmt"
 	"image/jpeg"
 	"io"
 	"math/rand/v2"
@@ -426,5 +427,64 @@ func TestSplitArea(t *testing.T) {
 		if got := splitArea(tt.rs, area(tt.rs)); got != tt.want {
 			t.Errorf("splitArea(%v) = %d, want %d", tt.rs, got, tt.want)
 		}
+	}
+}
+
+// TestTightSubencoding checks which Tight sub-encoding a rectangle of n
+// colours gets, and that the lossless ones decode exactly.
+func TestTightSubencoding(t *testing.T) {
+	const fill, palette, jpegBody, copyBody = "fill", "palette", "jpeg", "copy"
+	for _, tc := range []struct {
+		n, w, h int
+		quality int
+		want    string
+	}{
+		{1, 64, 64, 6, fill},
+		{2, 64, 64, 6, palette},
+		{3, 37, 23, 6, palette},
+		{16, 64, 64, -1, palette},
+		{17, 64, 64, -1, palette}, // anti-aliased text: a byte a pixel
+		{100, 64, 64, 6, palette},
+		{tightMaxPalette, 64, 64, 6, palette},
+		{tightMaxPalette + 1, 64, 64, 6, jpegBody}, // photo-like
+		{tightMaxPalette + 1, 64, 64, -1, copyBody},
+		{250, 64, 64, -1, copyBody},
+		{17, 8, 8, 6, copyBody}, // the palette would outweigh the pixels
+		{16, 8, 8, 6, palette},
+		{200, 7, 64, 6, copyBody}, // too narrow for JPEG
+	} {
+		name := fmt.Sprintf("%d colours %dx%d q%d", tc.n, tc.w, tc.h, tc.quality)
+		t.Run(name, func(t *testing.T) {
+			f := NewFrame(tc.w+3, tc.h+2)
+			r := Rect{3, 2, tc.w, tc.h}
+			for i := range tc.w * tc.h {
+				c := uint32(i%tc.n) * 0x010305 // n distinct colours, in runs of one
+				p := f.at(r.X+i%tc.w, r.Y+i/tc.w)
+				p[0], p[1], p[2], p[3] = byte(c), byte(c>>8), byte(c>>16), 0x5A
+			}
+			e := newEncoder(noVNCFormat)
+			e.quality = tc.quality
+			body := e.encodeTight(nil, f, r)
+			got := copyBody
+			switch {
+			case body[0] == tightFill:
+				got = fill
+			case body[0]&0xf0 == tightJPEG:
+				got = jpegBody
+			case body[0]&tightExplicit != 0:
+				got = palette
+			}
+			if got != tc.want {
+				t.Fatalf("sent as %s, want %s", got, tc.want)
+			}
+			d := &tightDecoder{pf: noVNCFormat}
+			px, lossy, rest := d.decode(t, body, r)
+			if len(rest) != 0 {
+				t.Fatalf("%d bytes left after the rectangle", len(rest))
+			}
+			if !lossy {
+				checkPixels(t, noVNCFormat, f, r, px, 0)
+			}
+		})
 	}
 }
