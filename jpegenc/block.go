@@ -67,10 +67,9 @@ func (e *Encoder) block(b *[64]int32, t int, prev int32) int32 {
 	var q [64]int32    // zigzag order
 	var nonzero uint64 // bit k: q[k] != 0
 	for k, n := range zigzag {
-		v := int64(b[n&63]) * recip[k&63] // (the masks spare the bounds checks)
-		m := v >> 63                      // symmetric rounding, without a branch
-		a := (v ^ m) - m
-		c := int32(((a+1<<(quantBits-1))>>quantBits ^ m) - m)
+		// Rounded to nearest (halves up: with 24 fractional bits an
+		// exact half is all but impossible, and needs no sign handling).
+		c := int32((int64(b[n&63])*recip[k&63] + 1<<(quantBits-1)) >> quantBits) // (the masks spare the bounds checks)
 		q[k] = c
 		nonzero |= uint64(uint32(c|-c)>>31) << k // bit k set when c != 0, without a branch
 	}
