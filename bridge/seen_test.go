@@ -8,6 +8,7 @@ import (
 func TestChangedBox(t *testing.T) {
 	const w, h = 100, 70
 	base := testFrame(w, h)
+	copyRGB(base.Pix, base.Pix) // as the shared framebuffer is
 	for _, tc := range []struct {
 		name   string
 		change func(snap, fb *Frame)
@@ -29,6 +30,7 @@ func TestChangedBox(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			snap, fb := newSnap(w, h), testFrame(w, h)
+			copyRGB(fb.Pix, fb.Pix)
 			copyKnown(snap, base, Rect{0, 0, w, h})
 			tc.change(snap, fb)
 			got, ok := changedBox(snap, fb, tc.r)
@@ -104,5 +106,77 @@ func TestChangeRevertedNotSent(t *testing.T) {
 	}
 	if !c.matches(scr) {
 		t.Fatal("the viewer's picture does not match the screen")
+	}
+}
+
+// naiveChangedBox is changedBox by looking at every pixel.
+func naiveChangedBox(snap, fb *Frame, r Rect) (Rect, bool) {
+	var box Rect
+	for y := r.Y; y < r.Y+r.H; y++ {
+		for x := r.X; x < r.X+r.W; x++ {
+			a, b := snap.at(x, y), fb.at(x, y)
+			if a[0] == b[0] && a[1] == b[1] && a[2] == b[2] && a[3] == 0 {
+				continue
+			}
+			if p := (Rect{x, y, 1, 1}); box.Empty() {
+				box = p
+			} else {
+				box = union(box, p)
+			}
+		}
+	}
+	return box, !box.Empty()
+}
+
+// FuzzChangedBox compares changedBox with looking at every pixel, on
+// pictures that differ in a few places chosen by the input.
+func FuzzChangedBox(f *testing.F) {
+	f.Add(uint8(17), uint8(9), uint8(1), uint8(2), uint8(13), uint8(5), []byte{3, 4, 1, 16, 8, 2})
+	f.Add(uint8(64), uint8(64), uint8(0), uint8(0), uint8(64), uint8(64), []byte{0, 0, 0, 63, 63, 3})
+	f.Add(uint8(5), uint8(3), uint8(0), uint8(0), uint8(5), uint8(3), []byte{})
+	f.Fuzz(func(t *testing.T, w, h, rx, ry, rw, rh uint8, changes []byte) {
+		W, H := int(w)%70+1, int(h)%70+1
+		r := Rect{int(rx) % W, int(ry) % H, 0, 0}
+		r.W, r.H = int(rw)%(W-r.X)+1, int(rh)%(H-r.Y)+1
+		fb := testFrame(W, H)
+		copyRGB(fb.Pix, fb.Pix) // as the shared framebuffer is
+		snap := newSnap(W, H)
+		copyKnown(snap, fb, Rect{0, 0, W, H})
+		for i := 0; i+2 < len(changes) && i < 60; i += 3 { // x, y, what
+			x, y := int(changes[i])%W, int(changes[i+1])%H
+			switch k := changes[i+2] % 4; k {
+			case 0, 1, 2: // a colour byte
+				fb.at(x, y)[k] ^= 0x11
+			case 3: // unknown to the viewer
+				forget(snap, Rect{x, y, 1, 1})
+			}
+			if changes[i+2]&0x80 != 0 {
+				fb.at(x, y)[3] ^= 0xff // the X byte never counts
+			}
+		}
+		got, ok := changedBox(snap, fb, r)
+		want, wantOK := naiveChangedBox(snap, fb, r)
+		if got != want || ok != wantOK {
+			t.Fatalf("%dx%d in %v: changedBox = %v, %v; every pixel says %v, %v", W, H, r, got, ok, want, wantOK)
+		}
+	})
+}
+
+func TestCopyRGB(t *testing.T) {
+	for _, n := range []int{0, 1, 7, 8, 9, 31, 32, 33, 100} { // pixels
+		src, dst := make([]byte, 4*n), make([]byte, 4*n)
+		for i := range src {
+			src[i], dst[i] = byte(i*37+1), 0x77
+		}
+		copyRGB(dst, src)
+		for i := range dst {
+			want := src[i]
+			if i%4 == 3 {
+				want = 0
+			}
+			if dst[i] != want {
+				t.Fatalf("%d pixels: byte %d = %#x, want %#x", n, i, dst[i], want)
+			}
+		}
 	}
 }

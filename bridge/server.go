@@ -127,6 +127,7 @@ func NewServer(screen Screen, cfg Config) (*Server, error) {
 	if err := screen.Capture(image.Rect(0, 0, w, h), s.fb.Pix, s.fb.Stride); err != nil {
 		return nil, fmt.Errorf("rfb: first capture: %w", err)
 	}
+	copyRGB(s.fb.Pix, s.fb.Pix)
 	s.bumpVersions()
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.wg.Add(1)
@@ -330,7 +331,7 @@ func union(a, b Rect) Rect {
 }
 
 // copyIfChanged copies tile t from src to dst when it differs, ignoring
-// the undefined X byte.
+// the undefined X byte (and making it 0 in dst).
 func copyIfChanged(dst, src *Frame, t Rect) bool {
 	changed := false
 	for y := t.Y; y < t.Y+t.H; y++ {
@@ -338,7 +339,7 @@ func copyIfChanged(dst, src *Frame, t Rect) bool {
 		b := src.Pix[y*src.Stride+4*t.X : y*src.Stride+4*(t.X+t.W)]
 		changed = changed || !rowsEqual(a, b)
 		if changed {
-			copy(a, b)
+			copyRGB(a, b)
 		}
 	}
 	return changed
