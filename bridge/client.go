@@ -450,6 +450,12 @@ func (c *client) writeLoop(ctx context.Context) error {
 			if !ok {
 				continue
 			}
+			if sh != nil && 2*box.W*box.H > r.W*r.H {
+				// Most of a tile: the whole tile, encoded once for the
+				// viewers with these settings (at most twice the pixels
+				// for one encoding instead of one each).
+				box = r
+			}
 			copyKnown(c.snap, c.s.fb, box)
 			if sh != nil { // the version of exactly these pixels
 				idx, whole := tileIndex(box, c.s.fb.W, c.s.fb.H)
