@@ -180,6 +180,7 @@ type client struct {
 	copy                                 *scroll   // a move it is owed, sent before any pixels
 	flow                                 flow      // continuous updates and fences
 	key                                  encKey    // settings of its last update (for sharing)
+	rate                                 rateControl
 	// lossy are the tiles the viewer last got as JPEG; once the screen
 	// has been still for refineDelay they are sent again lossless
 	// (refining: the next update carries no JPEG), as TigerVNC does.
@@ -260,6 +261,7 @@ func (c *client) readLoop(ctx context.Context, br *bufio.Reader) error {
 			c.poke() // caps for the extended clipboard
 		case msgFBUpdateRequest:
 			c.mu.Lock()
+			c.answered()
 			if !m.Incremental {
 				c.dirty.mark(m.Rect)
 			}
@@ -399,7 +401,7 @@ func (c *client) writeLoop(ctx context.Context) error {
 			c.enc.pw = newPixelWriter(*c.pf)
 			c.pf = nil
 		}
-		quality := c.quality
+		quality := c.rate.quality(c.quality)
 		if c.refining { // this update makes lossy tiles exact
 			quality, c.refining = -1, false
 		}
@@ -643,6 +645,9 @@ func (c *client) sendUpdate(rects []Rect, encoding int32, cursor *cursorShape, c
 		c.out = c.enc.appendRects(c.out, c.snap, rects, encoding, sh)
 	}
 	c.out = append(c.out, trailer...)
+	c.mu.Lock()
+	c.rate.sent(len(c.out), time.Now())
+	c.mu.Unlock()
 	if _, err := c.bw.Write(c.out); err != nil {
 		return err
 	}

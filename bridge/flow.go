@@ -83,6 +83,7 @@ func (c *client) fence(m ClientMessage) error {
 		c.flow.replies = append(c.flow.replies, appendFence(nil, m.Flags&fenceFlags, m.Payload))
 	} else if c.flow.inFlight > 0 {
 		c.flow.inFlight--
+		c.answered()
 	}
 	c.poke()
 	return nil
