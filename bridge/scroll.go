@@ -32,9 +32,10 @@ const (
 // scrollScratch holds row hashes between calls, and the backoff of a
 // search that keeps failing.
 type scrollScratch struct {
-	old, new []uint64
-	index    map[uint64]int32
-	votes    map[int]int
+	old, new         []uint64 // row hashes of the box
+	oldLeft, newLeft []uint64 // of the box without its right column of tiles
+	index            map[uint64]int32
+	votes            map[int]int
 	// fails counts searches in a row that found nothing; skip is how
 	// many more captures go without one. Typing or an animation damages
 	// big boxes that never scroll: hashing their rows was a third of
@@ -106,7 +107,26 @@ func detectScroll(old, new *Frame, box Rect, sc *scrollScratch) (scroll, bool) {
 		sc.skip--
 		return scroll{}, false
 	}
-	found, ok := searchScroll(old, new, box, sc)
+	// A scroll bar's thumb moves with the page: the rows it is on differ
+	// at the right edge, and a move of whole rows explained only the
+	// longest run of rows clear of it (about half of a page of photos
+	// was sent again each wheel step). So each row is hashed in two
+	// parts, all but the right column of tiles and that column: the
+	// whole rows are searched first, then, if that explains less than
+	// three quarters of the box, the rows without the right column
+	// (whose tiles then go as pixels).
+	right := (box.X+box.W-1)/tile*tile - box.X
+	if right < scrollMinW {
+		right = box.W
+	}
+	sc.hashRows(old, new, box, right)
+	found, ok := sc.search(old, new, box, sc.old, sc.new)
+	if right < box.W && (!ok || 4*found.dst.H < 3*box.H) {
+		narrow := Rect{box.X, box.Y, right, box.H}
+		if f, k := sc.search(old, new, narrow, sc.oldLeft, sc.newLeft); k && (!ok || f.dst.W*f.dst.H > found.dst.W*found.dst.H) {
+			found, ok = f, true
+		}
+	}
 	if ok {
 		sc.fails = 0
 	} else {
@@ -116,17 +136,34 @@ func detectScroll(old, new *Frame, box Rect, sc *scrollScratch) (scroll, bool) {
 	return found, ok
 }
 
-// searchScroll hashes the box's rows in both pictures and looks for the
-// move most rows agree on.
-func searchScroll(old, new *Frame, box Rect, sc *scrollScratch) (scroll, bool) {
+// hashRows hashes the rows of box in both pictures: sc.oldLeft and
+// sc.newLeft the first left pixels of each row, sc.old and sc.new the
+// whole row (the left part's hash and the rest's, combined).
+func (sc *scrollScratch) hashRows(old, new *Frame, box Rect, left int) {
+	row := func(f *Frame, y, x0, x1 int) []byte {
+		i := y*f.Stride + 4*x0
+		return f.Pix[i : i+4*(x1-x0)]
+	}
+	sc.old, sc.new, sc.oldLeft, sc.newLeft = sc.old[:0], sc.new[:0], sc.oldLeft[:0], sc.newLeft[:0]
+	split := box.X + left
+	for y := box.Y; y < box.Y+box.H; y++ {
+		lo, ln := rowHash(row(old, y, box.X, split)), rowHash(row(new, y, box.X, split))
+		sc.oldLeft, sc.newLeft = append(sc.oldLeft, lo), append(sc.newLeft, ln)
+		if left < box.W {
+			const prime = 1099511628211
+			lo = lo*prime ^ rowHash(row(old, y, split, box.X+box.W))
+			ln = ln*prime ^ rowHash(row(new, y, split, box.X+box.W))
+		}
+		sc.old, sc.new = append(sc.old, lo), append(sc.new, ln)
+	}
+}
+
+// search looks for the move most rows of box agree on, given their
+// hashes in the old and the new picture.
+func (sc *scrollScratch) search(old, new *Frame, box Rect, oldH, newH []uint64) (scroll, bool) {
 	row := func(f *Frame, y int) []byte {
 		i := y*f.Stride + 4*box.X
 		return f.Pix[i : i+4*box.W]
-	}
-	sc.old, sc.new = sc.old[:0], sc.new[:0]
-	for y := box.Y; y < box.Y+box.H; y++ {
-		sc.old = append(sc.old, rowHash(row(old, y)))
-		sc.new = append(sc.new, rowHash(row(new, y)))
 	}
 	if sc.index == nil {
 		sc.index, sc.votes = map[uint64]int32{}, map[int]int{}
@@ -135,8 +172,8 @@ func searchScroll(old, new *Frame, box Rect, sc *scrollScratch) (scroll, bool) {
 	clear(sc.votes)
 	// Index old rows that differ from the row above (a blank stretch
 	// would match anywhere), and vote with new rows.
-	for i, h := range sc.old {
-		if i > 0 && h == sc.old[i-1] {
+	for i, h := range oldH {
+		if i > 0 && h == oldH[i-1] {
 			continue
 		}
 		if _, dup := sc.index[h]; dup {
@@ -145,9 +182,9 @@ func searchScroll(old, new *Frame, box Rect, sc *scrollScratch) (scroll, bool) {
 		}
 		sc.index[h] = int32(i)
 	}
-	for i := 0; i < len(sc.new); i += 3 {
-		h := sc.new[i]
-		if i > 0 && h == sc.new[i-1] {
+	for i := 0; i < len(newH); i += 3 {
+		h := newH[i]
+		if i > 0 && h == newH[i-1] {
 			continue
 		}
 		if j, ok := sc.index[h]; ok && j >= 0 && int(j) != i {
@@ -165,8 +202,8 @@ func searchScroll(old, new *Frame, box Rect, sc *scrollScratch) (scroll, bool) {
 	}
 	// The longest run of rows the move explains, each checked byte by byte.
 	runStart, runLen, start := 0, 0, -1
-	for i := 0; i <= len(sc.new); i++ {
-		ok := i < len(sc.new) && i+dy >= 0 && i+dy < len(sc.old) && sc.new[i] == sc.old[i+dy] &&
+	for i := 0; i <= len(newH); i++ {
+		ok := i < len(newH) && i+dy >= 0 && i+dy < len(oldH) && newH[i] == oldH[i+dy] &&
 			rowsEqual(row(new, box.Y+i), row(old, box.Y+i+dy))
 		switch {
 		case ok && start < 0:

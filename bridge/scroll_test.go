@@ -74,6 +74,38 @@ func TestDetectScroll(t *testing.T) {
 	}
 }
 
+// TestDetectScrollBesideAScrollBar: the page moves by 4 rows while a
+// scroll bar's thumb at the right edge moves 12 rows its own way; the
+// move found leaves out the right column of tiles and covers every row.
+func TestDetectScrollBesideAScrollBar(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	const w, h, thumbX = 320, 400, 308
+	page := NewFrame(w, h)
+	fillRows(page, 0, h, rng)
+	thumb := func(f *Frame, y0 int) {
+		for y := y0; y < y0+60; y++ {
+			for x := thumbX; x < thumbX+10; x++ {
+				p := f.at(x, y)
+				p[0], p[1], p[2] = 0x80, 0x80, 0x80
+			}
+		}
+	}
+	before := NewFrame(w, h)
+	copy(before.Pix, page.Pix)
+	thumb(before, 100)
+	after := scrolled(page, 0, h, 4, rng) // the page moved...
+	thumb(after, 112)                     // ...and the thumb its own way
+	var sc scrollScratch
+	got, ok := detectScroll(before, after, Rect{0, 0, w, h}, &sc)
+	if want := (Rect{0, 0, 256, 396}); !ok || got.dy != 4 || got.dst != want {
+		t.Fatalf("detectScroll = %+v, %v; want dy 4 over %+v", got, ok, want)
+	}
+	// Whole rows explain only those below both thumbs.
+	if got, ok := sc.search(before, after, Rect{0, 0, w, h}, sc.old, sc.new); !ok || got.dst.Y != 172 {
+		t.Fatalf("whole rows: %+v, %v; want the run from row 172", got, ok)
+	}
+}
+
 // setFrame replaces the screen's picture and reports damage over rows
 // y0..y1.
 func (m *memScreen) setFrame(f *Frame, y0, y1 int) {
