@@ -15,23 +15,28 @@ import (
 	"github.com/cubepod/deskd/cdp"
 )
 
+// findChromium is c.Chromium, or the first Chromium on PATH.
+func findChromium(c Config) (string, error) {
+	if c.Chromium != "" {
+		return c.Chromium, nil
+	}
+	for _, n := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(n); err == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("no chromium installed")
+}
+
 // startTime: from nothing running to desktop and CDP ready. deskd: the
 // `deskd start` command, which also launches the daemon. Peer: a shell
 // script that starts Xvfb, x11vnc, websockify and Chromium and returns
 // when the VNC WebSocket port and CDP answer. Neither runs a window
 // manager; both run Chromium with the same flags.
 func startTime(ctx context.Context, c Config) ([]Figure, string, error) {
-	chromium := c.Chromium
-	if chromium == "" {
-		for _, n := range []string{"chromium", "chromium-browser", "google-chrome"} {
-			if p, err := exec.LookPath(n); err == nil {
-				chromium = p
-				break
-			}
-		}
-	}
-	if chromium == "" {
-		return nil, "", fmt.Errorf("no chromium installed")
+	chromium, err := findChromium(c)
+	if err != nil {
+		return nil, "", err
 	}
 	var d, p []float64
 	for i := range c.Rounds {

@@ -1,0 +1,205 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// novncViewer is the measuring viewer a browser user is: noVNC's core
+// RFB (the copy deskd embeds, 1.7) in a headless Chromium, with the
+// bench's settings (JPEG quality 6, compression 2). Bytes are counted
+// on its WebSocket; frames by sampling its canvas at every animation
+// frame (scaled to 320×200 and compared with the last sample), so a
+// frame is a change a user could see, however the server split it.
+type novncViewer struct {
+	cmd *exec.Cmd
+	dir string
+	c   *websocket.Conn
+	id  int
+}
+
+// startNoVNC starts a headless Chromium showing a page of origin (deskd's
+// HTTP address), which serves noVNC's modules.
+func startNoVNC(ctx context.Context, chromium, origin string) (*novncViewer, error) {
+	dir, err := os.MkdirTemp("", "deskd-bench-novnc-")
+	if err != nil {
+		return nil, err
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	v := &novncViewer{dir: dir}
+	v.cmd = group(ctx, chromium, "--headless=new", "--no-sandbox", "--disable-gpu",
+		"--disable-background-networking", "--disable-component-update", "--no-first-run",
+		"--disable-background-timer-throttling", "--disable-renderer-backgrounding",
+		"--window-size=1400,900", "--user-data-dir="+dir, "--remote-debugging-port="+strconv.Itoa(port),
+		origin+"/vendor/novnc/core/base64.js") // any page of deskd's: modules load same-origin
+	if err := v.cmd.Start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	if err := v.connect(ctx, "http://127.0.0.1:"+strconv.Itoa(port)); err != nil {
+		v.close()
+		return nil, fmt.Errorf("headless chromium for noVNC: %w", err)
+	}
+	return v, nil
+}
+
+func (v *novncViewer) connect(ctx context.Context, base string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		var list []struct {
+			Type                 string `json:"type"`
+			URL                  string `json:"url"`
+			WebSocketDebuggerURL string `json:"webSocketDebuggerUrl"`
+		}
+		if err := getJSON(ctx, base+"/json/list", &list); err == nil {
+			for _, t := range list {
+				if t.Type == "page" && strings.HasSuffix(t.URL, "base64.js") {
+					c, _, err := websocket.Dial(ctx, t.WebSocketDebuggerURL, nil)
+					if err != nil {
+						return err
+					}
+					c.SetReadLimit(16 << 20)
+					v.c = c
+					return nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return errors.New("no page target")
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (v *novncViewer) close() {
+	if v.c != nil {
+		v.c.CloseNow()
+	}
+	killGroup(v.cmd.Process.Pid)
+	v.cmd.Wait()
+	os.RemoveAll(v.dir)
+}
+
+// novncConnect connects noVNC to %q (the RFB WebSocket) and waits a
+// second for the first full frame.
+const novncConnect = `(async () => {
+  const {default: RFB} = await import("/vendor/novnc/core/rfb.js");
+  document.body.replaceChildren();
+  const el = document.createElement("div");
+  el.style.cssText = "width:1280px;height:800px";
+  document.body.appendChild(el);
+  const ws = new WebSocket(%q, ["binary"]);
+  const nv = window.nv = {bytes: 0, el};
+  ws.addEventListener("message", e => { nv.bytes += e.data.byteLength ?? e.data.size ?? e.data.length; });
+  nv.rfb = new RFB(el, ws, {shared: true});
+  nv.rfb.qualityLevel = 6;
+  nv.rfb.compressionLevel = 2;
+  await new Promise((ok, fail) => {
+    nv.rfb.addEventListener("connect", ok);
+    nv.rfb.addEventListener("disconnect", () => fail(new Error("noVNC disconnected")));
+  });
+  await new Promise(r => setTimeout(r, 1000));
+  return "ok";
+})()`
+
+// novncSample samples noVNC's canvas at every animation frame for %d ms,
+// disconnects, and resolves to {frames, seconds, bytes}.
+const novncSample = `(async () => {
+  const nv = window.nv;
+  const canvas = nv.el.querySelector("canvas");
+  const small = document.createElement("canvas");
+  small.width = 320; small.height = 200;
+  const sc = small.getContext("2d", {willReadFrequently: true});
+  let prev = null, frames = 0;
+  const b0 = nv.bytes, t0 = performance.now();
+  await new Promise(done => {
+    const tick = () => {
+      sc.drawImage(canvas, 0, 0, 320, 200);
+      const d = new Uint32Array(sc.getImageData(0, 0, 320, 200).data.buffer);
+      if (prev) {
+        for (let i = 0; i < d.length; i++) if (d[i] !== prev[i]) { frames++; break; }
+      }
+      prev = d;
+      if (performance.now() - t0 < %d) requestAnimationFrame(tick); else done();
+    };
+    requestAnimationFrame(tick);
+  });
+  const seconds = (performance.now() - t0) / 1000, bytes = nv.bytes - b0;
+  nv.rfb.disconnect();
+  return JSON.stringify({frames, seconds, bytes});
+})()`
+
+// eval evaluates expr, awaiting its promise, and returns its string value.
+func (v *novncViewer) eval(ctx context.Context, expr string) (string, error) {
+	v.id++
+	b, err := cdpCall(ctx, v.c, v.id, "Runtime.evaluate", map[string]any{"expression": expr, "awaitPromise": true, "returnByValue": true})
+	if err != nil {
+		return "", err
+	}
+	var reply struct {
+		Result struct {
+			Result           struct{ Value string }
+			ExceptionDetails *struct {
+				Exception struct{ Description string }
+			}
+		}
+	}
+	if err := json.Unmarshal(b, &reply); err != nil {
+		return "", err
+	}
+	if e := reply.Result.ExceptionDetails; e != nil {
+		return "", fmt.Errorf("noVNC: %s", e.Exception.Description)
+	}
+	return reply.Result.Result.Value, nil
+}
+
+// novncResult is one run of the noVNC viewer.
+type novncResult struct {
+	fps, kbPerFrame, cpuPerFrame float64
+}
+
+// measure runs noVNC against wsURL for window, with cpu the server's
+// CPU time so far.
+func (v *novncViewer) measure(ctx context.Context, wsURL string, window time.Duration, cpu func() time.Duration) (novncResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, window+30*time.Second)
+	defer cancel()
+	if _, err := v.eval(ctx, fmt.Sprintf(novncConnect, wsURL)); err != nil {
+		return novncResult{}, err
+	}
+	cpu0 := cpu()
+	out, err := v.eval(ctx, fmt.Sprintf(novncSample, window.Milliseconds()))
+	cpu1 := cpu()
+	if err != nil {
+		return novncResult{}, err
+	}
+	var r struct {
+		Frames  int
+		Seconds float64
+		Bytes   float64
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		return novncResult{}, fmt.Errorf("noVNC's result %q: %w", out, err)
+	}
+	if r.Frames == 0 || r.Seconds <= 0 {
+		return novncResult{}, errors.New("noVNC's canvas never changed")
+	}
+	return novncResult{
+		fps:         float64(r.Frames) / r.Seconds,
+		kbPerFrame:  r.Bytes / 1000 / float64(r.Frames),
+		cpuPerFrame: float64((cpu1 - cpu0).Microseconds()) / 1000 / float64(r.Frames),
+	}, nil
+}
