@@ -199,7 +199,7 @@ type client struct {
 	enc        *encoder
 	enc2       *encoder // Tight's second half of a large update, in parallel (streams 2, 3)
 	out2       []byte
-	snap       *Frame // the viewer's picture (seen.go)
+	snap       *seen // the viewer's picture (seen.go)
 	sendRects  []Rect
 	fbW, fbH   int // the framebuffer size the viewer knows
 	out        []byte
@@ -442,13 +442,13 @@ func (c *client) writeLoop(ctx context.Context) error {
 		// wrong on the viewer's screen.
 		newer := c.s.gen != gen
 		if cp != nil { // the viewer moves its pixels before any others land
-			moveRows(c.snap, *cp)
+			c.snap.move(*cp)
 		}
 		// Of each rectangle, only the box where the screen differs from
 		// the viewer's picture goes (seen.go).
 		send := c.sendRects[:0]
 		for _, r := range rects {
-			box, ok := changedBox(c.snap, c.s.fb, r)
+			box, ok := c.snap.changedBox(c.s.fb, r)
 			if !ok {
 				continue
 			}
@@ -458,7 +458,7 @@ func (c *client) writeLoop(ctx context.Context) error {
 				// for one encoding instead of one each).
 				box = r
 			}
-			copyKnown(c.snap, c.s.fb, box)
+			c.snap.copyKnown(c.s.fb, box)
 			if sh != nil { // the version of exactly these pixels
 				idx, whole := tileIndex(box, c.s.fb.W, c.s.fb.H)
 				var version uint64
@@ -525,7 +525,7 @@ func (c *client) writeLoop(ctx context.Context) error {
 func (c *client) forgetLossy(rects []Rect) bool {
 	for _, e := range []*encoder{c.enc, c.enc2} {
 		for _, r := range e.lossy {
-			forget(c.snap, r)
+			c.snap.forget(r)
 		}
 	}
 	c.mu.Lock()
@@ -552,7 +552,7 @@ func (c *client) sendSize() error {
 	c.mu.Unlock()
 	if n.changed {
 		c.fbW, c.fbH = n.w, n.h
-		c.snap = newSnap(n.w, n.h)
+		c.snap = newSeen(n.w, n.h)
 	} else {
 		n.w, n.h = c.fbW, c.fbH
 	}
@@ -635,14 +635,14 @@ func (c *client) sendUpdate(rects []Rect, encoding int32, cursor *cursorShape, c
 		half := splitArea(rects, total)
 		done := make(chan struct{})
 		go func() { // ends before sendUpdate goes on
-			c.out2 = c.enc2.appendRects(c.out2[:0], c.snap, rects[half:], encoding, sh.part(half, len(rects)))
+			c.out2 = c.enc2.appendRects(c.out2[:0], c.snap.Frame, rects[half:], encoding, sh.part(half, len(rects)))
 			close(done)
 		}()
-		c.out = c.enc.appendRects(c.out, c.snap, rects[:half], encoding, sh.part(0, half))
+		c.out = c.enc.appendRects(c.out, c.snap.Frame, rects[:half], encoding, sh.part(0, half))
 		<-done
 		c.out = append(c.out, c.out2...)
 	} else {
-		c.out = c.enc.appendRects(c.out, c.snap, rects, encoding, sh)
+		c.out = c.enc.appendRects(c.out, c.snap.Frame, rects, encoding, sh)
 	}
 	c.out = append(c.out, trailer...)
 	c.mu.Lock()

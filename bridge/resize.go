@@ -104,7 +104,6 @@ func (s *Server) applySize(w, h int, from *client, scratch **Frame) bool {
 	if err := s.screen.Capture(image.Rect(0, 0, w, h), fb.Pix, fb.Stride); err != nil {
 		s.log.Warn("capture after resize failed", "err", err)
 	}
-	copyRGB(fb.Pix, fb.Pix)
 	s.fb = fb
 	s.bumpVersions()
 	*scratch = NewFrame(w, h)

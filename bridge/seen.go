@@ -1,8 +1,11 @@
 package bridge
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"math/bits"
+)
 
-// What a viewer has on its screen. Each viewer's snap frame holds the
+// What a viewer has on its screen. Each viewer's seen picture holds the
 // pixels it was last sent, moved as it moved them (CopyRect), so it is
 // the viewer's picture: a dirty tile is sent as the box in which the
 // screen differs from it, not whole (a typed glyph, a blinking caret),
@@ -10,37 +13,67 @@ import "encoding/binary"
 // per viewer and decided when sending, so it cannot disagree with the
 // marks the capture loop makes.
 //
-// The X byte of a snap pixel says whether it is known: 0 when the viewer
-// has exactly these pixels, unknownX when it has not been sent them (a
-// new connection, a resize) or has them only approximately (JPEG): such
-// pixels always count as changed.
-const unknownX = 0xff
-
-// newSnap is a w×h picture of which nothing is known yet.
-func newSnap(w, h int) *Frame {
-	f := NewFrame(w, h)
-	for i := 3; i < len(f.Pix); i += 4 {
-		f.Pix[i] = unknownX
-	}
-	return f
+// A bit a pixel says what the viewer does not have exactly: pixels it
+// has not been sent (a new connection, a resize) or has only
+// approximately (JPEG). Those always count as changed. (The X byte
+// cannot say it: the shared framebuffer keeps X's pad byte as captured,
+// so unchanged rows compare at memory speed, and X does not leave it 0.)
+type seen struct {
+	*Frame
+	unknown []uint64 // bit x%64 of word y*words+x/64: pixel (x, y) unknown
+	words   int      // words a row
 }
 
+// newSeen is a w×h picture of which nothing is known yet.
+func newSeen(w, h int) *seen {
+	p := &seen{Frame: NewFrame(w, h), words: (w + 63) / 64}
+	p.unknown = make([]uint64, p.words*h)
+	p.forget(Rect{0, 0, w, h})
+	return p
+}
+
+// bits returns row y of the unknown bitmap.
+func (p *seen) bits(y int) []uint64 { return p.unknown[y*p.words : (y+1)*p.words] }
+
 // changedBox returns the smallest box of r in which the screen fb
-// differs from the viewer's picture snap, or false when it does not. It
-// finds the first and the last row that differ, then looks in the rows
-// between only outside the columns found so far: a rectangle that
-// changed throughout (a photo scrolled in, JPEG sent before) costs two
-// rows, not every pixel.
-func changedBox(snap, fb *Frame, r Rect) (Rect, bool) {
-	rows := func(y, x0, x1 int) ([]byte, []byte) {
-		i, j := y*snap.Stride+4*x0, y*snap.Stride+4*x1
-		return snap.Pix[i:j], fb.Pix[i:j]
+// differs from the viewer's picture, or false when it does not. It finds
+// the first and the last row that differ, then looks in the rows between
+// only outside the columns found so far: a rectangle that changed
+// throughout (a photo scrolled in, JPEG sent before) costs two rows, not
+// every pixel.
+func (p *seen) changedBox(fb *Frame, r Rect) (Rect, bool) {
+	first := func(y, x0, x1 int) int { // the first pixel of row y in [x0, x1) that differs, or -1
+		i := y*p.Stride + 4*x0
+		d := firstDiff(p.Pix[i:i+4*(x1-x0)], fb.Pix[i:i+4*(x1-x0)])
+		if d >= 0 {
+			x1 = x0 + d
+		}
+		if u := firstBit(p.bits(y), x0, x1); u >= 0 {
+			return u
+		}
+		if d >= 0 {
+			return x0 + d
+		}
+		return -1
+	}
+	last := func(y, x0, x1 int) int { // the last, or -1
+		i := y*p.Stride + 4*x0
+		d := lastDiff(p.Pix[i:i+4*(x1-x0)], fb.Pix[i:i+4*(x1-x0)])
+		if d >= 0 {
+			x0 += d + 1
+		}
+		if u := lastBit(p.bits(y), x0, x1); u >= 0 {
+			return u
+		}
+		if d >= 0 {
+			return x0 - 1
+		}
+		return -1
 	}
 	y0, y1, x0, x1 := -1, -1, 0, 0 // x1, y1 inclusive
 	for y := r.Y; y < r.Y+r.H; y++ {
-		a, b := rows(y, r.X, r.X+r.W)
-		if f := firstDiff(a, b); f >= 0 {
-			y0, y1, x0, x1 = y, y, r.X+f, r.X+lastDiff(a, b)
+		if f := first(y, r.X, r.X+r.W); f >= 0 {
+			y0, y1, x0, x1 = y, y, f, last(y, r.X, r.X+r.W)
 			break
 		}
 	}
@@ -48,43 +81,126 @@ func changedBox(snap, fb *Frame, r Rect) (Rect, bool) {
 		return Rect{}, false
 	}
 	for y := r.Y + r.H - 1; y > y0; y-- {
-		a, b := rows(y, r.X, r.X+r.W)
-		if f := firstDiff(a, b); f >= 0 {
-			y1, x0, x1 = y, min(x0, r.X+f), max(x1, r.X+lastDiff(a, b))
+		if f := first(y, r.X, r.X+r.W); f >= 0 {
+			y1, x0, x1 = y, min(x0, f), max(x1, last(y, r.X, r.X+r.W))
 			break
 		}
 	}
 	for y := y0 + 1; y < y1 && (x0 > r.X || x1 < r.X+r.W-1); y++ {
 		if x0 > r.X {
-			if f := firstDiff(rows(y, r.X, x0)); f >= 0 {
-				x0 = r.X + f
+			if f := first(y, r.X, x0); f >= 0 {
+				x0 = f
 			}
 		}
 		if x1 < r.X+r.W-1 {
-			if l := lastDiff(rows(y, x1+1, r.X+r.W)); l >= 0 {
-				x1 += 1 + l
+			if l := last(y, x1+1, r.X+r.W); l >= 0 {
+				x1 = l
 			}
 		}
 	}
 	return Rect{x0, y0, x1 - x0 + 1, y1 - y0 + 1}, true
 }
 
-// Two pixels at a time: the colour bytes that differ, and the X byte of
-// the snap pixel (unknown when set).
-const rgbMask2, xMask2 = 0x00ffffff00ffffff, 0xff000000ff000000
+// copyKnown copies r of fb into the picture: the viewer has it exactly.
+func (p *seen) copyKnown(fb *Frame, r Rect) {
+	for y := r.Y; y < r.Y+r.H; y++ {
+		i := y*p.Stride + 4*r.X
+		copy(p.Pix[i:i+4*r.W], fb.Pix[i:i+4*r.W])
+		setBits(p.bits(y), r.X, r.X+r.W, false)
+	}
+}
 
+// forget marks r unknown: the viewer has it only approximately.
+func (p *seen) forget(r Rect) {
+	for y := r.Y; y < r.Y+r.H; y++ {
+		setBits(p.bits(y), r.X, r.X+r.W, true)
+	}
+}
+
+// move does to the picture what a CopyRect of sc does to the viewer's:
+// rows dst come from dy rows away, pixels and what is known of them.
+func (p *seen) move(sc scroll) {
+	d := sc.dst
+	row := func(y int) []byte { i := y*p.Stride + 4*d.X; return p.Pix[i : i+4*d.W] }
+	one := func(y int) {
+		copy(row(y), row(y+sc.dy))
+		copyBits(p.bits(y), p.bits(y+sc.dy), d.X, d.X+d.W)
+	}
+	if sc.dy > 0 { // from below: top down, so no source is overwritten first
+		for y := d.Y; y < d.Y+d.H; y++ {
+			one(y)
+		}
+		return
+	}
+	for y := d.Y + d.H - 1; y >= d.Y; y-- {
+		one(y)
+	}
+}
+
+// span returns the mask of bits [x0, x1) within word w (x0 < x1).
+func span(w, x0, x1 int) uint64 {
+	lo, hi := max(x0-64*w, 0), min(x1-64*w, 64)
+	if hi <= lo {
+		return 0
+	}
+	m := ^uint64(0) << lo
+	if hi < 64 {
+		m &= 1<<hi - 1
+	}
+	return m
+}
+
+// setBits sets (or clears) bits [x0, x1) of row.
+func setBits(row []uint64, x0, x1 int, on bool) {
+	for w := x0 / 64; w <= (x1-1)/64 && x0 < x1; w++ {
+		if on {
+			row[w] |= span(w, x0, x1)
+		} else {
+			row[w] &^= span(w, x0, x1)
+		}
+	}
+}
+
+// copyBits copies bits [x0, x1) of src to dst.
+func copyBits(dst, src []uint64, x0, x1 int) {
+	for w := x0 / 64; w <= (x1-1)/64 && x0 < x1; w++ {
+		m := span(w, x0, x1)
+		dst[w] = dst[w]&^m | src[w]&m
+	}
+}
+
+// firstBit returns the first set bit of row in [x0, x1), or -1.
+func firstBit(row []uint64, x0, x1 int) int {
+	for w := x0 / 64; w <= (x1-1)/64 && x0 < x1; w++ {
+		if v := row[w] & span(w, x0, x1); v != 0 {
+			return 64*w + bits.TrailingZeros64(v)
+		}
+	}
+	return -1
+}
+
+// lastBit returns the last set bit of row in [x0, x1), or -1.
+func lastBit(row []uint64, x0, x1 int) int {
+	for w := (x1 - 1) / 64; w >= x0/64 && x0 < x1; w-- {
+		if v := row[w] & span(w, x0, x1); v != 0 {
+			return 64*w + 63 - bits.LeadingZeros64(v)
+		}
+	}
+	return -1
+}
+
+// diff2 is the colour bits that differ between two pixels of a and
+// two of b (the X byte is left out: X does not define it).
 func diff2(a, b []byte) uint64 {
-	va, vb := binary.LittleEndian.Uint64(a), binary.LittleEndian.Uint64(b)
-	return (va^vb)&rgbMask2 | va&xMask2
+	return (binary.LittleEndian.Uint64(a) ^ binary.LittleEndian.Uint64(b)) & 0x00ffffff00ffffff
 }
 
 func diff1(a, b []byte) bool {
-	va, vb := binary.LittleEndian.Uint32(a), binary.LittleEndian.Uint32(b)
-	return (va^vb)&0x00ffffff != 0 || va&0xff000000 != 0
+	return (binary.LittleEndian.Uint32(a)^binary.LittleEndian.Uint32(b))&0x00ffffff != 0
 }
 
-// firstDiff returns the first pixel of the snap row a that differs from
-// the screen's row b, or -1.
+// firstDiff returns the first pixel of row a that differs from row b,
+// or -1.
 func firstDiff(a, b []byte) int {
 	p := 0
 	for ; p+8 <= len(a); p += 8 {
@@ -116,62 +232,4 @@ func lastDiff(a, b []byte) int {
 		}
 	}
 	return -1
-}
-
-// copyKnown copies r of fb into snap: its pixels are known now (the
-// screen's X bytes are 0, see copyRGB).
-func copyKnown(snap, fb *Frame, r Rect) {
-	for y := r.Y; y < r.Y+r.H; y++ {
-		i := y*snap.Stride + 4*r.X
-		copy(snap.Pix[i:i+4*r.W], fb.Pix[i:i+4*r.W])
-	}
-}
-
-// forget marks r of snap unknown: the viewer has it only approximately.
-func forget(snap *Frame, r Rect) {
-	for y := r.Y; y < r.Y+r.H; y++ {
-		row := snap.Pix[y*snap.Stride+4*r.X : y*snap.Stride+4*(r.X+r.W)]
-		p := 0
-		for ; p+32 <= len(row); p += 32 {
-			b := (*[32]byte)(row[p : p+32])
-			b[3], b[7], b[11], b[15], b[19], b[23], b[27], b[31] = unknownX, unknownX, unknownX, unknownX, unknownX, unknownX, unknownX, unknownX
-		}
-		for ; p < len(row); p += 4 {
-			row[p+3] = unknownX
-		}
-	}
-}
-
-// copyRGB copies the whole pixels of src to dst with their X bytes 0.
-// The shared framebuffer is kept so (the X server leaves the byte
-// undefined): a viewer's picture is then known where it is a plain copy.
-func copyRGB(dst, src []byte) {
-	le := binary.LittleEndian
-	p := 0
-	for ; p+32 <= len(src) && p+32 <= len(dst); p += 32 {
-		d, s := (*[32]byte)(dst[p:p+32]), (*[32]byte)(src[p:p+32])
-		le.PutUint64(d[0:], le.Uint64(s[0:])&rgbMask2)
-		le.PutUint64(d[8:], le.Uint64(s[8:])&rgbMask2)
-		le.PutUint64(d[16:], le.Uint64(s[16:])&rgbMask2)
-		le.PutUint64(d[24:], le.Uint64(s[24:])&rgbMask2)
-	}
-	for ; p+4 <= len(src) && p+4 <= len(dst); p += 4 {
-		le.PutUint32(dst[p:], le.Uint32(src[p:])&0x00ffffff)
-	}
-}
-
-// moveRows does to snap what a CopyRect of sc does to the viewer's
-// picture: rows dst come from dy rows away.
-func moveRows(snap *Frame, sc scroll) {
-	d := sc.dst
-	row := func(y int) []byte { i := y*snap.Stride + 4*d.X; return snap.Pix[i : i+4*d.W] }
-	if sc.dy > 0 { // from below: top down, so no source is overwritten first
-		for y := d.Y; y < d.Y+d.H; y++ {
-			copy(row(y), row(y+sc.dy))
-		}
-		return
-	}
-	for y := d.Y + d.H - 1; y >= d.Y; y-- {
-		copy(row(y), row(y+sc.dy))
-	}
 }

@@ -8,66 +8,83 @@ import (
 func TestChangedBox(t *testing.T) {
 	const w, h = 100, 70
 	base := testFrame(w, h)
-	copyRGB(base.Pix, base.Pix) // as the shared framebuffer is
 	for _, tc := range []struct {
 		name   string
-		change func(snap, fb *Frame)
+		change func(snap *seen, fb *Frame)
 		r      Rect
 		want   Rect
 		ok     bool
 	}{
-		{"same", func(snap, fb *Frame) {}, Rect{0, 0, w, h}, Rect{}, false},
-		{"only the X byte differs", func(snap, fb *Frame) { fb.Pix[4*(5*w+5)+3] ^= 0x55 }, Rect{0, 0, w, h}, Rect{}, false},
-		{"one pixel, even column", func(snap, fb *Frame) { fb.Pix[4*(5*w+6)] ^= 1 }, Rect{0, 0, w, h}, Rect{6, 5, 1, 1}, true},
-		{"one pixel, odd column", func(snap, fb *Frame) { fb.Pix[4*(5*w+7)+2] ^= 1 }, Rect{0, 0, w, h}, Rect{7, 5, 1, 1}, true},
-		{"two pixels far apart", func(snap, fb *Frame) {
+		{"same", func(snap *seen, fb *Frame) {}, Rect{0, 0, w, h}, Rect{}, false},
+		{"only the X byte differs", func(snap *seen, fb *Frame) { fb.Pix[4*(5*w+5)+3] ^= 0x55 }, Rect{0, 0, w, h}, Rect{}, false},
+		{"one pixel, even column", func(snap *seen, fb *Frame) { fb.Pix[4*(5*w+6)] ^= 1 }, Rect{0, 0, w, h}, Rect{6, 5, 1, 1}, true},
+		{"one pixel, odd column", func(snap *seen, fb *Frame) { fb.Pix[4*(5*w+7)+2] ^= 1 }, Rect{0, 0, w, h}, Rect{7, 5, 1, 1}, true},
+		{"two pixels far apart", func(snap *seen, fb *Frame) {
 			fb.Pix[4*(3*w+90)+1] ^= 1
 			fb.Pix[4*(60*w+4)] ^= 1
 		}, Rect{0, 0, w, h}, Rect{4, 3, 87, 58}, true},
-		{"a change outside r is not seen", func(snap, fb *Frame) { fb.Pix[4*(5*w+6)] ^= 1 }, Rect{10, 10, 30, 30}, Rect{}, false},
-		{"odd width: the last pixel", func(snap, fb *Frame) { fb.Pix[4*(12*w+42)] ^= 1 }, Rect{10, 10, 33, 20}, Rect{42, 12, 1, 1}, true},
-		{"unknown pixels count as changed", func(snap, fb *Frame) { forget(snap, Rect{20, 30, 3, 2}) }, Rect{0, 0, w, h}, Rect{20, 30, 3, 2}, true},
+		{"a change outside r is not seen", func(snap *seen, fb *Frame) { fb.Pix[4*(5*w+6)] ^= 1 }, Rect{10, 10, 30, 30}, Rect{}, false},
+		{"odd width: the last pixel", func(snap *seen, fb *Frame) { fb.Pix[4*(12*w+42)] ^= 1 }, Rect{10, 10, 33, 20}, Rect{42, 12, 1, 1}, true},
+		{"the X byte differs in the picture", func(snap *seen, fb *Frame) { snap.Pix[4*(5*w+5)+3] ^= 0x55 }, Rect{0, 0, w, h}, Rect{}, false},
+		{"unknown pixels at a word's edges", func(snap *seen, fb *Frame) { snap.forget(Rect{63, 1, 2, 1}) }, Rect{0, 0, w, h}, Rect{63, 1, 2, 1}, true},
+		{"an unknown pixel and a change", func(snap *seen, fb *Frame) {
+			snap.forget(Rect{70, 40, 1, 1})
+			fb.Pix[4*(50*w+2)] ^= 1
+		}, Rect{0, 0, w, h}, Rect{2, 40, 69, 11}, true},
+		{"unknown pixels count as changed", func(snap *seen, fb *Frame) { snap.forget(Rect{20, 30, 3, 2}) }, Rect{0, 0, w, h}, Rect{20, 30, 3, 2}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			snap, fb := newSnap(w, h), testFrame(w, h)
-			copyRGB(fb.Pix, fb.Pix)
-			copyKnown(snap, base, Rect{0, 0, w, h})
+			snap, fb := newSeen(w, h), testFrame(w, h)
+			snap.copyKnown(base, Rect{0, 0, w, h})
 			tc.change(snap, fb)
-			got, ok := changedBox(snap, fb, tc.r)
+			got, ok := snap.changedBox(fb, tc.r)
 			if ok != tc.ok || got != tc.want {
 				t.Fatalf("changedBox = %v, %v; want %v, %v", got, ok, tc.want, tc.ok)
 			}
 			if ok {
-				copyKnown(snap, fb, got)
-				if _, again := changedBox(snap, fb, tc.r); again {
+				snap.copyKnown(fb, got)
+				if _, again := snap.changedBox(fb, tc.r); again {
 					t.Fatal("after copying the box, something still differs")
 				}
 			}
 		})
 	}
-	if _, ok := changedBox(newSnap(w, h), base, Rect{0, 0, w, h}); !ok {
+	if _, ok := newSeen(w, h).changedBox(base, Rect{0, 0, w, h}); !ok {
 		t.Fatal("a new viewer's picture is unknown: everything differs")
 	}
 }
 
-func TestMoveRows(t *testing.T) {
-	const w, h = 64, 50
+// TestSeenMove: a move takes pixels and what is known of them where a
+// viewer's CopyRect takes its pixels, over columns that straddle words
+// of the bitmap.
+func TestSeenMove(t *testing.T) {
+	const w, h = 150, 50
+	unknown := func(p *seen, x, y int) bool { return p.unknown[y*p.words+x/64]>>(x%64)&1 != 0 }
 	for _, sc := range []scroll{
-		{dst: Rect{0, 0, w, 40}, dy: 10},    // content moves up
-		{dst: Rect{8, 12, 40, 38}, dy: -12}, // down, part of the columns
-		{dst: Rect{0, 5, w, 1}, dy: 1},
+		{dst: Rect{0, 0, w, 40}, dy: 10},     // content moves up
+		{dst: Rect{8, 12, 120, 38}, dy: -12}, // down, part of the columns
+		{dst: Rect{60, 5, 70, 1}, dy: 1},
+		{dst: Rect{64, 0, 64, 30}, dy: 20}, // one whole word
 	} {
-		snap := testFrame(w, h)
-		want := testFrame(w, h)
-		before := testFrame(w, h)
-		for y := sc.dst.Y; y < sc.dst.Y+sc.dst.H; y++ {
-			for x := sc.dst.X; x < sc.dst.X+sc.dst.W; x++ {
-				copy(want.at(x, y), before.at(x, y+sc.dy))
+		fb := testFrame(w, h)
+		p := newSeen(w, h)
+		p.copyKnown(fb, Rect{0, 0, w, h})
+		p.forget(Rect{50, 20, 40, 9}) // JPEG, say
+		p.forget(Rect{130, 45, 5, 2})
+		before := newSeen(w, h)
+		copy(before.Pix, p.Pix)
+		copy(before.unknown, p.unknown)
+		p.move(sc)
+		for y := range h {
+			for x := range w {
+				sx, sy := x, y
+				if sc.dst.Intersect(Rect{x, y, 1, 1}) == (Rect{x, y, 1, 1}) {
+					sy += sc.dy
+				}
+				if string(p.at(x, y)) != string(before.at(sx, sy)) || unknown(p, x, y) != unknown(before, sx, sy) {
+					t.Fatalf("move %+v: pixel %d,%d is not what was at %d,%d", sc, x, y, sx, sy)
+				}
 			}
-		}
-		moveRows(snap, sc)
-		if string(snap.Pix) != string(want.Pix) {
-			t.Fatalf("move %+v: rows not where a viewer's CopyRect puts them", sc)
 		}
 	}
 }
@@ -110,12 +127,12 @@ func TestChangeRevertedNotSent(t *testing.T) {
 }
 
 // naiveChangedBox is changedBox by looking at every pixel.
-func naiveChangedBox(snap, fb *Frame, r Rect) (Rect, bool) {
+func naiveChangedBox(snap *seen, fb *Frame, r Rect) (Rect, bool) {
 	var box Rect
 	for y := r.Y; y < r.Y+r.H; y++ {
 		for x := r.X; x < r.X+r.W; x++ {
 			a, b := snap.at(x, y), fb.at(x, y)
-			if a[0] == b[0] && a[1] == b[1] && a[2] == b[2] && a[3] == 0 {
+			if a[0] == b[0] && a[1] == b[1] && a[2] == b[2] && snap.unknown[y*snap.words+x/64]>>(x%64)&1 == 0 {
 				continue
 			}
 			if p := (Rect{x, y, 1, 1}); box.Empty() {
@@ -135,48 +152,28 @@ func FuzzChangedBox(f *testing.F) {
 	f.Add(uint8(64), uint8(64), uint8(0), uint8(0), uint8(64), uint8(64), []byte{0, 0, 0, 63, 63, 3})
 	f.Add(uint8(5), uint8(3), uint8(0), uint8(0), uint8(5), uint8(3), []byte{})
 	f.Fuzz(func(t *testing.T, w, h, rx, ry, rw, rh uint8, changes []byte) {
-		W, H := int(w)%70+1, int(h)%70+1
+		W, H := int(w)%150+1, int(h)%40+1
 		r := Rect{int(rx) % W, int(ry) % H, 0, 0}
 		r.W, r.H = int(rw)%(W-r.X)+1, int(rh)%(H-r.Y)+1
 		fb := testFrame(W, H)
-		copyRGB(fb.Pix, fb.Pix) // as the shared framebuffer is
-		snap := newSnap(W, H)
-		copyKnown(snap, fb, Rect{0, 0, W, H})
+		snap := newSeen(W, H)
+		snap.copyKnown(fb, Rect{0, 0, W, H})
 		for i := 0; i+2 < len(changes) && i < 60; i += 3 { // x, y, what
 			x, y := int(changes[i])%W, int(changes[i+1])%H
 			switch k := changes[i+2] % 4; k {
 			case 0, 1, 2: // a colour byte
 				fb.at(x, y)[k] ^= 0x11
-			case 3: // unknown to the viewer
-				forget(snap, Rect{x, y, 1, 1})
+			case 3: // unknown to the viewer: a span of up to 64 pixels
+				snap.forget(Rect{x, y, min(W-x, 1+int(changes[i+2]>>2)%64), 1})
 			}
 			if changes[i+2]&0x80 != 0 {
 				fb.at(x, y)[3] ^= 0xff // the X byte never counts
 			}
 		}
-		got, ok := changedBox(snap, fb, r)
+		got, ok := snap.changedBox(fb, r)
 		want, wantOK := naiveChangedBox(snap, fb, r)
 		if got != want || ok != wantOK {
 			t.Fatalf("%dx%d in %v: changedBox = %v, %v; every pixel says %v, %v", W, H, r, got, ok, want, wantOK)
 		}
 	})
-}
-
-func TestCopyRGB(t *testing.T) {
-	for _, n := range []int{0, 1, 7, 8, 9, 31, 32, 33, 100} { // pixels
-		src, dst := make([]byte, 4*n), make([]byte, 4*n)
-		for i := range src {
-			src[i], dst[i] = byte(i*37+1), 0x77
-		}
-		copyRGB(dst, src)
-		for i := range dst {
-			want := src[i]
-			if i%4 == 3 {
-				want = 0
-			}
-			if dst[i] != want {
-				t.Fatalf("%d pixels: byte %d = %#x, want %#x", n, i, dst[i], want)
-			}
-		}
-	}
 }

@@ -127,7 +127,6 @@ func NewServer(screen Screen, cfg Config) (*Server, error) {
 	if err := screen.Capture(image.Rect(0, 0, w, h), s.fb.Pix, s.fb.Stride); err != nil {
 		return nil, fmt.Errorf("rfb: first capture: %w", err)
 	}
-	copyRGB(s.fb.Pix, s.fb.Pix)
 	s.bumpVersions()
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.wg.Add(1)
@@ -331,7 +330,7 @@ func union(a, b Rect) Rect {
 }
 
 // copyIfChanged copies tile t from src to dst when it differs, ignoring
-// the undefined X byte (and making it 0 in dst).
+// the undefined X byte.
 func copyIfChanged(dst, src *Frame, t Rect) bool {
 	changed := false
 	for y := t.Y; y < t.Y+t.H; y++ {
@@ -339,7 +338,7 @@ func copyIfChanged(dst, src *Frame, t Rect) bool {
 		b := src.Pix[y*src.Stride+4*t.X : y*src.Stride+4*(t.X+t.W)]
 		changed = changed || !rowsEqual(a, b)
 		if changed {
-			copyRGB(a, b)
+			copy(a, b)
 		}
 	}
 	return changed
@@ -376,7 +375,7 @@ func (s *Server) Serve(ctx context.Context, conn net.Conn, o ConnOptions) error 
 	s.mu.Lock()
 	w, h := s.fb.W, s.fb.H
 	c := &client{s: s, bw: bw, sent: -1, enc: newEncoder(ServerFormat), viewOnly: o.ViewOnly,
-		dirty: newTiles(w, h), lossy: newTiles(w, h), snap: newSnap(w, h), markedGen: s.gen, fbW: w, fbH: h, wake: make(chan struct{}, 1)}
+		dirty: newTiles(w, h), lossy: newTiles(w, h), snap: newSeen(w, h), markedGen: s.gen, fbW: w, fbH: h, wake: make(chan struct{}, 1)}
 	s.clients[c] = struct{}{}
 	if len(s.clients) == 1 {
 		select {
