@@ -52,7 +52,19 @@ func startNoVNC(ctx context.Context, chromium, origin string) (*novncViewer, err
 		v.close()
 		return nil, fmt.Errorf("headless chromium for noVNC: %w", err)
 	}
-	return v, nil
+	// deskd's page must have loaded (not the blank one before it) for
+	// noVNC's modules to be imported from it.
+	want := origin + " complete"
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		got, err := v.eval(ctx, `location.origin + " " + document.readyState`)
+		if err == nil && got == want {
+			return v, nil
+		}
+		if time.Now().After(deadline) {
+			v.close()
+			return nil, fmt.Errorf("headless chromium for noVNC: page %q (%v), want %q", got, err, want)
+		}
+	}
 }
 
 func (v *novncViewer) connect(ctx context.Context, base string) error {
@@ -152,8 +164,9 @@ func (v *novncViewer) eval(ctx context.Context, expr string) (string, error) {
 	}
 	var reply struct {
 		Result struct {
-			Result           struct{ Value string }
+			Result           struct{ Value json.RawMessage }
 			ExceptionDetails *struct {
+				Text      string
 				Exception struct{ Description string }
 			}
 		}
@@ -162,9 +175,13 @@ func (v *novncViewer) eval(ctx context.Context, expr string) (string, error) {
 		return "", err
 	}
 	if e := reply.Result.ExceptionDetails; e != nil {
-		return "", fmt.Errorf("noVNC: %s", e.Exception.Description)
+		return "", fmt.Errorf("noVNC: %s %s", e.Text, e.Exception.Description)
 	}
-	return reply.Result.Result.Value, nil
+	var out string
+	if err := json.Unmarshal(reply.Result.Result.Value, &out); err != nil {
+		return "", fmt.Errorf("noVNC's page answered %.200s", reply.Result.Result.Value)
+	}
+	return out, nil
 }
 
 // novncResult is one run of the noVNC viewer.

@@ -108,3 +108,38 @@ func TestLoadShort(t *testing.T) {
 		t.Error(p)
 	}
 }
+
+// The bench's browser viewer: real noVNC in a headless Chromium watches
+// deskd's desktop scrolling a page in wheel steps (10 a second, a clock
+// ticking): its canvas changes at about that rate, bytes arrive, and the
+// server's CPU is counted.
+func TestNoVNCViewer(t *testing.T) {
+	bin := deskdBinary(t)
+	chromium := testenv.Chromium(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	dk, err := startDeskd(ctx, Config{Deskd: bin})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dk.stop()
+	if _, err := startDesktop(ctx, dk, wheelPage); err != nil {
+		t.Fatal(err)
+	}
+	nv, err := startNoVNC(ctx, chromium, "http://"+dk.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nv.close()
+	r, err := nv.measure(ctx, "ws://"+dk.addr+"/websockify", 3*time.Second, func() time.Duration { return cpuOf(dk.pid) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("noVNC: %.1f canvas frames a second, %.1f KB a frame, %.2f ms of deskd's CPU a frame", r.fps, r.kbPerFrame, r.cpuPerFrame)
+	if r.fps < 3 || r.fps > 61 {
+		t.Errorf("%.1f canvas frames a second, for a page that changes 10 times a second", r.fps)
+	}
+	if r.kbPerFrame <= 0 || r.cpuPerFrame <= 0 {
+		t.Errorf("nothing counted: %+v", r)
+	}
+}
