@@ -186,6 +186,10 @@ type client struct {
 	// (refining: the next update carries no JPEG), as TigerVNC does.
 	lossy    *tiles
 	refining bool
+	// whole is the area of non-incremental requests not yet served: it
+	// is sent whatever the viewer has (RFC 6143 §7.5.3), so the writer
+	// forgets it in the viewer's picture first.
+	whole Rect
 	// markedGen is the server's frame generation (s.gen) when changes
 	// were last marked here: pixels copied from a newer frame than the
 	// marks describe are marked again (see writeLoop).
@@ -264,6 +268,11 @@ func (c *client) readLoop(ctx context.Context, br *bufio.Reader) error {
 			c.answered()
 			if !m.Incremental {
 				c.dirty.mark(m.Rect)
+				if c.whole.Empty() {
+					c.whole = m.Rect
+				} else {
+					c.whole = union(c.whole, m.Rect)
+				}
 			}
 			if c.requested {
 				c.request = union(c.request, m.Rect)
@@ -396,6 +405,8 @@ func (c *client) writeLoop(ctx context.Context) error {
 			c.mu.Unlock()
 			continue
 		}
+		full := c.whole
+		c.whole = Rect{}
 		c.requested = false
 		if c.pf != nil { // the new format applies from this update on
 			c.enc.pw = newPixelWriter(*c.pf)
@@ -443,6 +454,9 @@ func (c *client) writeLoop(ctx context.Context) error {
 		newer := c.s.gen != gen
 		if cp != nil { // the viewer moves its pixels before any others land
 			c.snap.move(*cp)
+		}
+		if full = full.Intersect(Rect{0, 0, c.fbW, c.fbH}); !full.Empty() {
+			c.snap.forget(full) // asked for in full: sent whatever it has
 		}
 		// Of each rectangle, only the box where the screen differs from
 		// the viewer's picture goes (seen.go).

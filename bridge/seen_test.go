@@ -177,3 +177,31 @@ func FuzzChangedBox(f *testing.F) {
 		}
 	})
 }
+
+// A non-incremental request is answered with the whole area even when
+// the viewer has all of it already (RFC 6143 §7.5.3): viewers ask again
+// that way to repair their picture, and wait for the answer.
+func TestFullRequestAlwaysAnswered(t *testing.T) {
+	scr := newMemScreen(200, 130)
+	s := newTestServer(t, scr, "")
+	c := dialRFB(t, s, version38, "", ConnOptions{})
+	c.setPixelFormat(noVNCFormat)
+	c.setEncodings(EncTight, EncCopyRect)
+	c.request(false)
+	c.update()
+	for i := range 3 {
+		c.request(false)
+		rects := c.update()
+		if area(rects) != 200*130 {
+			t.Fatalf("request %d in full: sent %v", i, rects)
+		}
+		if !c.matches(scr) {
+			t.Fatal("the viewer's picture does not match the screen")
+		}
+	}
+	// Incremental again: nothing changed, so nothing comes.
+	c.request(true)
+	if _, _, _, ok := c.serverMessage(200 * time.Millisecond); ok {
+		t.Fatal("an update with nothing changed")
+	}
+}
