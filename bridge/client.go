@@ -274,11 +274,7 @@ func (c *client) readLoop(ctx context.Context, br *bufio.Reader) error {
 					c.whole = union(c.whole, m.Rect)
 				}
 			}
-			if c.requested {
-				c.request = union(c.request, m.Rect)
-			} else {
-				c.request, c.requested = m.Rect, true
-			}
+			c.ask(m.Rect)
 			c.mu.Unlock()
 			c.poke()
 		case msgKeyEvent, msgQEMU:
@@ -496,11 +492,7 @@ func (c *client) writeLoop(ctx context.Context) error {
 			// changed back): nothing to send, its request still stands.
 			if !push {
 				c.mu.Lock()
-				if c.requested {
-					c.request = union(c.request, req)
-				} else {
-					c.request, c.requested = req, true
-				}
+				c.ask(req)
 				c.mu.Unlock()
 			}
 			c.forgetLossy(rects)
@@ -529,6 +521,16 @@ func (c *client) writeLoop(ctx context.Context) error {
 			refine.Reset(refineDelay)
 			armed = true
 		}
+	}
+}
+
+// ask notes a FramebufferUpdateRequest for r, joining one pending.
+// Callers hold c.mu.
+func (c *client) ask(r Rect) {
+	if c.requested {
+		c.request = union(c.request, r)
+	} else {
+		c.request, c.requested = r, true
 	}
 }
 
