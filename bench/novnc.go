@@ -71,27 +71,15 @@ func (v *novncViewer) connect(ctx context.Context, base string) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for {
-		var list []struct {
-			Type                 string `json:"type"`
-			URL                  string `json:"url"`
-			WebSocketDebuggerURL string `json:"webSocketDebuggerUrl"`
-		}
-		if err := getJSON(ctx, base+"/json/list", &list); err == nil {
-			for _, t := range list {
-				if t.Type == "page" && strings.HasSuffix(t.URL, "base64.js") {
-					c, _, err := websocket.Dial(ctx, t.WebSocketDebuggerURL, nil)
-					if err != nil {
-						return err
-					}
-					c.SetReadLimit(16 << 20)
-					v.c = c
-					return nil
-				}
-			}
+		c, err := dialPage(ctx, base, func(u string) bool { return strings.HasSuffix(u, "base64.js") })
+		if err == nil {
+			c.SetReadLimit(16 << 20)
+			v.c = c
+			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return errors.New("no page target")
+			return fmt.Errorf("no page target: %w", err)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

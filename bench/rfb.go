@@ -521,25 +521,37 @@ func transportThroughput(ctx context.Context, wsURL string) (float64, error) {
 func evalDesktopPage(ctx context.Context, base, expr string) error {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
+	c, err := dialPage(ctx, base, func(u string) bool { return strings.HasPrefix(u, "data:text/html") })
+	if errors.Is(err, errNoPage) {
+		return errors.New("the desktop's page is not open")
+	}
+	if err != nil {
+		return err
+	}
+	defer c.CloseNow()
+	_, err = evaluate(ctx, c, 1, expr)
+	return err
+}
+
+// errNoPage: no page target's URL matched.
+var errNoPage = errors.New("no page target")
+
+// dialPage connects to the first page target of the DevTools endpoint at
+// base whose URL match accepts.
+func dialPage(ctx context.Context, base string, match func(url string) bool) (*websocket.Conn, error) {
 	var list []struct {
 		Type                 string `json:"type"`
 		URL                  string `json:"url"`
 		WebSocketDebuggerURL string `json:"webSocketDebuggerUrl"`
 	}
 	if err := getJSON(ctx, base+"/json/list", &list); err != nil {
-		return err
+		return nil, err
 	}
 	for _, t := range list {
-		if t.Type != "page" || !strings.HasPrefix(t.URL, "data:text/html") {
-			continue
+		if t.Type == "page" && match(t.URL) {
+			c, _, err := websocket.Dial(ctx, t.WebSocketDebuggerURL, nil)
+			return c, err
 		}
-		c, _, err := websocket.Dial(ctx, t.WebSocketDebuggerURL, nil)
-		if err != nil {
-			return err
-		}
-		defer c.CloseNow()
-		_, err = evaluate(ctx, c, 1, expr)
-		return err
 	}
-	return errors.New("the desktop's page is not open")
+	return nil, errNoPage
 }
