@@ -96,11 +96,12 @@ func (t *tiles) clearTile(r Rect) {
 }
 
 // refineInto moves to dirty the tiles marked here that have not changed
-// (by dirty's clock) for still; it returns how many it moved and how
-// long until the next of the others has been still that long.
-func (t *tiles) refineInto(dirty *tiles, still time.Duration) (int, time.Duration) {
+// (by dirty's clock) for still; it appends their indices to moved and
+// returns it, and how long until the next of the others has been still
+// that long.
+func (t *tiles) refineInto(dirty *tiles, still time.Duration, moved []int) ([]int, time.Duration) {
 	now := time.Now().UnixNano()
-	n, next := 0, time.Duration(0)
+	next := time.Duration(0)
 	for i, b := range t.bits {
 		if !b || i >= len(dirty.bits) {
 			continue
@@ -113,14 +114,25 @@ func (t *tiles) refineInto(dirty *tiles, still time.Duration) (int, time.Duratio
 		}
 		t.bits[i] = false
 		t.n--
-		n++
+		moved = append(moved, i)
 		if !dirty.bits[i] {
 			dirty.bits[i] = true
 			dirty.n++
 		}
 		delete(dirty.sent, i)
 	}
-	return n, next
+	return moved, next
+}
+
+// stillSince reports whether none of the tiles idx changed after at
+// (unix nanoseconds).
+func (t *tiles) stillSince(idx []int, at int64) bool {
+	for _, i := range idx {
+		if i < len(t.at) && t.at[i] > at {
+			return false
+		}
+	}
+	return true
 }
 
 // take returns and clears the dirty tiles inside r.
@@ -182,10 +194,14 @@ type client struct {
 	key                                  encKey    // settings of its last update (for sharing)
 	rate                                 rateControl
 	// lossy are the tiles the viewer last got as JPEG; once the screen
-	// has been still for refineDelay they are sent again lossless
-	// (refining: the next update carries no JPEG), as TigerVNC does.
+	// has been still for refineDelay they are sent again lossless, as
+	// TigerVNC does: refined are those tiles, refineAt (unix nanoseconds)
+	// when that was decided. The next update carries no JPEG unless one
+	// of them changed since: then it is new motion, sent lossy, and its
+	// tiles wait again (a viewer slow to ask, the screen moving again).
 	lossy    *tiles
-	refining bool
+	refined  []int
+	refineAt int64
 	// whole is the area of non-incremental requests not yet served: it
 	// is sent whatever the viewer has (RFC 6143 §7.5.3), so the writer
 	// forgets it in the viewer's picture first.
@@ -346,9 +362,11 @@ func (c *client) writeLoop(ctx context.Context) error {
 		case <-c.wake:
 		case <-refine.C:
 			c.mu.Lock()
-			n, next := c.lossy.refineInto(c.dirty, refineDelay)
-			if n > 0 {
-				c.refining = true
+			var next time.Duration
+			n := len(c.refined)
+			c.refined, next = c.lossy.refineInto(c.dirty, refineDelay, c.refined)
+			if len(c.refined) > n {
+				c.refineAt = time.Now().UnixNano()
 			}
 			armed = next > 0
 			if armed { // others changed meanwhile: their turn comes
@@ -409,9 +427,10 @@ func (c *client) writeLoop(ctx context.Context) error {
 			c.pf = nil
 		}
 		quality := c.rate.quality(c.quality)
-		if c.refining { // this update makes lossy tiles exact
-			quality, c.refining = -1, false
+		if len(c.refined) > 0 && c.dirty.stillSince(c.refined, c.refineAt) {
+			quality = -1 // this update makes lossy tiles exact
 		}
+		c.refined = c.refined[:0]
 		c.enc.quality, c.enc.level = quality, c.level
 		if c.enc2 == nil {
 			c.enc2 = &encoder{tightBase: 2}

@@ -142,14 +142,35 @@ func TestSlowLinkLowersQuality(t *testing.T) {
 		}
 		return -2
 	}
+	marked := func() uint64 { // the frame generation last marked for the viewer
+		s.mu.RLock()
+		defer s.mu.RUnlock()
+		for v := range s.clients {
+			v.mu.Lock()
+			defer v.mu.Unlock()
+			return v.markedGen
+		}
+		return 0
+	}
 	rng := rand.New(rand.NewPCG(5, 6))
 	photo := func() { // noise over the whole screen: JPEG, and big
+		before := marked()
 		scr.mu.Lock()
 		for i := 0; i < len(scr.f.Pix); i++ {
 			scr.f.Pix[i] = byte(rng.Uint32())
 		}
 		scr.mu.Unlock()
 		scr.damage <- toImage(Rect{0, 0, 256, 192})
+		// The viewer reads slowly: the screen is still for longer than
+		// refineDelay between changes. Captured and marked before it
+		// asks, a change is new motion, sent lossy, not the lossless
+		// refinement that was due (a race CI lost once: 147 KB).
+		for deadline := time.Now().Add(5 * time.Second); marked() == before; {
+			if time.Now().After(deadline) {
+				t.Fatal("the change was never captured")
+			}
+			time.Sleep(time.Millisecond)
+		}
 	}
 	sizes := func(n int) (first, last int) {
 		for i := range n {

@@ -673,3 +673,62 @@ func TestLossyRefinement(t *testing.T) {
 		t.Fatalf("after a change: %v", rects)
 	}
 }
+
+// A refinement that fell due while the viewer did not ask (a slow
+// viewer) yields to motion: the JPEG tiles changed again before it asked,
+// so they go lossy (not a lossless copy of moving pixels, several times
+// bigger), and are refined once still.
+func TestRefinementYieldsToMotion(t *testing.T) {
+	scr := newMemScreen(256, 128)
+	rng := rand.New(rand.NewPCG(7, 8))
+	noise := func() {
+		scr.mu.Lock()
+		for i := range scr.f.Pix {
+			scr.f.Pix[i] = byte(rng.IntN(256))
+		}
+		scr.mu.Unlock()
+	}
+	noise()
+	s := newTestServer(t, scr, "")
+	c := dialRFB(t, s, version38, "", ConnOptions{})
+	c.setPixelFormat(noVNCFormat)
+	c.setEncodings(EncTight, encJPEGQuality0+6)
+	c.request(false)
+	c.update()
+	if c.jpegs == 0 {
+		t.Fatal("first update: no JPEG")
+	}
+	marked := func() uint64 {
+		s.mu.RLock()
+		defer s.mu.RUnlock()
+		for v := range s.clients {
+			v.mu.Lock()
+			defer v.mu.Unlock()
+			return v.markedGen
+		}
+		return 0
+	}
+	time.Sleep(2 * refineDelay) // the refinement falls due; the viewer does not ask
+	before := marked()
+	noise()
+	scr.damage <- toImage(Rect{0, 0, 256, 128})
+	for deadline := time.Now().Add(5 * time.Second); marked() == before; {
+		if time.Now().After(deadline) {
+			t.Fatal("the change was never captured")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	jpegs := c.jpegs
+	c.request(true)
+	c.update()
+	if c.jpegs == jpegs {
+		t.Fatal("the moving picture went lossless: the refinement that was due did not yield")
+	}
+	for deadline := time.Now().Add(5 * time.Second); !c.matches(scr) && time.Now().Before(deadline); {
+		c.request(true)
+		c.update()
+	}
+	if !c.matches(scr) {
+		t.Fatal("once still, the picture was not refined")
+	}
+}
