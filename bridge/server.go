@@ -94,6 +94,8 @@ type Server struct {
 	refresh  chan struct{}  // the first viewer after none: capture everything
 	scrollSc scrollScratch  // the capture loop's
 	regionSc regionScratch  // the capture loop's
+	sample   sampler        // the capture loop's (s.mu where it compares)
+	noShared bool           // the capture loop's: the screen's CaptureShared failed
 	versions []uint64       // per tile: content version (s.mu)
 	gen      uint64         // last version given (s.mu)
 	cache    tileCache      // tiles encoded once for viewers with equal settings
@@ -170,8 +172,12 @@ func (s *Server) captureLoop() {
 	if rs, ok := s.screen.(ResizableScreen); ok {
 		sizeChanged = rs.SizeChanged()
 	}
+	verify := time.NewTimer(time.Hour) // owned here; armed while there are suspects
+	verify.Stop()
+	defer verify.Stop()
 	for {
 		var damaged []Rect
+		exact := false
 		select {
 		case <-s.ctx.Done():
 			return
@@ -183,6 +189,12 @@ func (s *Server) captureLoop() {
 			continue
 		case <-s.refresh:
 			damaged = append(damaged, Rect{0, 0, s.fb.W, s.fb.H})
+			exact = true
+		case <-verify.C: // sampled tiles, compared in full now
+			s.mu.RLock()
+			damaged = s.sample.suspects(s.fb.W, s.fb.H)
+			s.mu.RUnlock()
+			exact = true
 		case r, ok := <-s.screen.Damage():
 			if !ok {
 				s.log.Info("screen gone; disconnecting viewers")
@@ -210,7 +222,15 @@ func (s *Server) captureLoop() {
 		if viewers == 0 {
 			continue
 		}
-		changed, sc := s.capture(damaged, scratch, s.wantCopyRect())
+		changed, sc := s.capture(damaged, scratch, s.wantCopyRect(), exact)
+		s.mu.RLock()
+		wait, suspects := s.sample.due(time.Now())
+		s.mu.RUnlock()
+		if suspects {
+			verify.Reset(wait)
+		} else {
+			verify.Stop()
+		}
 		if len(changed) == 0 {
 			continue
 		}
@@ -276,51 +296,129 @@ func (s *Server) wantCopyRect() bool {
 
 // capture grabs the damaged area and returns the tiles that differ from
 // the shared framebuffer, which it updates, and a scroll it found when
-// asked to look (in the largest box captured).
-func (s *Server) capture(damaged []Rect, scratch *Frame, findScroll bool) ([]Rect, *scroll) {
+// asked to look (in the largest box captured). With exact, every tile is
+// compared in full (a first capture for a viewer, suspects checked);
+// otherwise big boxes with no scroll in them are sampled (sample.go).
+func (s *Server) capture(damaged []Rect, scratch *Frame, findScroll, exact bool) ([]Rect, *scroll) {
 	full := Rect{0, 0, s.fb.W, s.fb.H}
 	boxes := damageBoxes(damaged, full.W, full.H, &s.regionSc)
 	if len(boxes) == 0 {
 		return nil, nil
 	}
+	// The biggest box first: the scroll search compares it with the old
+	// picture, and the other boxes' tiles are compared knowing the move.
 	biggest := 0
 	for i, box := range boxes {
-		if err := s.screen.Capture(toImage(box), scratch.Pix, scratch.Stride); err != nil {
-			s.log.Warn("capture failed", "rect", box, "err", err)
-			return nil, nil
-		}
 		if box.W*box.H > boxes[biggest].W*boxes[biggest].H {
 			biggest = i
 		}
 	}
-	var sc *scroll
-	if findScroll { // s.fb is the old picture: only this goroutine writes it
-		if found, ok := detectScroll(s.fb, scratch, boxes[biggest], &s.scrollSc); ok {
-			sc = &found
+	boxes[0], boxes[biggest] = boxes[biggest], boxes[0]
+	var (
+		sc      *scroll
+		changed []Rect
+		sampled bool
+	)
+	now := time.Now()
+	for k, box := range boxes {
+		err := s.grab(box, scratch, func(cur *Frame) {
+			if k == 0 && findScroll { // s.fb is the old picture: only this goroutine writes it
+				if found, ok := detectScroll(s.fb, cur, box, &s.scrollSc); ok {
+					sc = &found
+				}
+			}
+			sample := !exact && sc == nil && box.W*box.H >= sampleMinArea
+			sampled = sampled || sample
+			s.mu.Lock()
+			changed = s.compareBox(changed, cur, box, sc, sample, now)
+			s.mu.Unlock()
+		})
+		if err != nil {
+			s.log.Warn("capture failed", "rect", box, "err", err)
+			break // what changed so far is in s.fb: it goes out
 		}
 	}
-	var changed []Rect
-	s.mu.Lock()
-	for _, box := range boxes {
-		for ty := box.Y; ty < box.Y+box.H; ty += tile {
-			for tx := box.X; tx < box.X+box.W; tx += tile {
-				t := Rect{tx, ty, min(tile, full.W-tx), min(tile, full.H-ty)}
-				explained := sc != nil && sc.explains(s.fb, scratch, t) // before the tile is updated
-				if copyIfChanged(s.fb, scratch, t) {
-					changed = append(changed, t)
-					s.gen++
-					if idx, ok := tileIndex(t, full.W, full.H); ok {
-						s.versions[idx] = s.gen
-					}
-					if sc != nil && !explained {
-						sc.rest = append(sc.rest, t)
-					}
+	if sampled { // the next capture compares other rows
+		s.mu.Lock()
+		s.sample.phase = (s.sample.phase + 3) % sampleStep
+		s.sample.last = now
+		s.mu.Unlock()
+	}
+	return changed, sc
+}
+
+// SharedScreen is a Screen that can lend its capture buffer: x11 captures
+// into memory it shares with the X server, and the server compares that
+// with its framebuffer in place instead of copying a damaged area first
+// (a full-window damage at every keystroke copied 3.6 MB each time).
+type SharedScreen interface {
+	// CaptureShared captures r and calls fn with its pixels, pixel (x, y)
+	// at pix[y*stride+4*x], valid only while fn runs. An error before fn
+	// ran means the caller should use Capture.
+	CaptureShared(r image.Rectangle, fn func(pix []byte, stride int)) error
+}
+
+// grab captures box and calls fn with a frame holding it at its
+// coordinates: the screen's shared memory when it lends it, else
+// scratch.
+func (s *Server) grab(box Rect, scratch *Frame, fn func(*Frame)) error {
+	if ss, ok := s.screen.(SharedScreen); ok && !s.noShared {
+		ran := false
+		err := ss.CaptureShared(toImage(box), func(pix []byte, stride int) {
+			ran = true
+			fn(&Frame{W: s.fb.W, H: s.fb.H, Stride: stride, Pix: pix})
+		})
+		if err == nil || ran {
+			return err
+		}
+		s.log.Info("shared capture unavailable; copying", "err", err)
+		s.noShared = true
+	}
+	if err := s.screen.Capture(toImage(box), scratch.Pix, scratch.Stride); err != nil {
+		return err
+	}
+	fn(scratch)
+	return nil
+}
+
+// compareBox compares box's tiles of cur with s.fb, copies those that
+// differ into it and appends them to changed. Callers hold s.mu.
+func (s *Server) compareBox(changed []Rect, cur *Frame, box Rect, sc *scroll, sample bool, now time.Time) []Rect {
+	full := Rect{0, 0, s.fb.W, s.fb.H}
+	cols := (full.W + tile - 1) / tile
+	if n := cols * ((full.H + tile - 1) / tile); len(s.sample.suspect) != n {
+		s.sample.reset(n)
+	}
+	for ty := box.Y; ty < box.Y+box.H; ty += tile {
+		for tx := box.X; tx < box.X+box.W; tx += tile {
+			t := Rect{tx, ty, min(tile, full.W-tx), min(tile, full.H-ty)}
+			i := ty/tile*cols + tx/tile
+			var differs bool
+			switch {
+			case sample && sampledDiffer(s.fb, cur, t, s.sample.phase):
+				copyTile(s.fb, cur, t)
+				differs = true
+				s.sample.clear(i)
+			case sample:
+				s.sample.mark(i, now) // compared in full later
+			default:
+				explained := sc != nil && sc.explains(s.fb, cur, t) // before the tile is updated
+				differs = copyIfChanged(s.fb, cur, t)
+				s.sample.clear(i)
+				if differs && sc != nil && !explained {
+					sc.rest = append(sc.rest, t)
+				}
+			}
+			if differs {
+				changed = append(changed, t)
+				s.gen++
+				if idx, ok := tileIndex(t, full.W, full.H); ok {
+					s.versions[idx] = s.gen
 				}
 			}
 		}
 	}
-	s.mu.Unlock()
-	return changed, sc
+	return changed
 }
 
 func union(a, b Rect) Rect {

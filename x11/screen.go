@@ -355,6 +355,38 @@ func (s *Screen) Capture(r image.Rectangle, pix []byte, stride int) error {
 	return nil
 }
 
+// ErrNoSHM is CaptureShared's error when the X server shares no memory
+// with us (another IPC namespace): Capture still works.
+var ErrNoSHM = errors.New("x11: no MIT-SHM segment")
+
+// CaptureShared captures r into the shared memory segment and calls fn
+// with its pixels in place, addressed in screen coordinates: pixel (x, y)
+// of r is at pix[y*stride+4*x] (the image is put at that offset in the
+// segment). Nothing is copied: a caller that compares a big damaged area
+// with its own picture reads the X server's copy once. pix is valid only
+// while fn runs; other captures wait for it.
+func (s *Screen) CaptureShared(r image.Rectangle, fn func(pix []byte, stride int)) error {
+	w, h := s.Size()
+	r = r.Intersect(image.Rect(0, 0, w, h))
+	if r.Empty() {
+		return nil
+	}
+	stride := r.Dx() * 4
+	end := r.Max.Y * stride // the image ends there; it starts at r.Min
+	if s.shmem == nil || end > len(s.shmem) {
+		return ErrNoSHM
+	}
+	s.capMu.Lock()
+	defer s.capMu.Unlock()
+	off := r.Min.Y*stride + 4*r.Min.X
+	if _, err := shm.GetImage(s.c, xproto.Drawable(s.root), int16(r.Min.X), int16(r.Min.Y), uint16(r.Dx()), uint16(r.Dy()),
+		0xffffffff, xproto.ImageFormatZPixmap, s.seg, uint32(off)).Reply(); err != nil {
+		return fmt.Errorf("x11: shm capture: %w", err)
+	}
+	fn(s.shmem[:end], stride)
+	return nil
+}
+
 // Close detaches the SHM segment and closes the connection.
 func (s *Screen) Close() error {
 	s.c.Close()

@@ -2,6 +2,7 @@ package x11
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"image"
 	"os"
@@ -68,6 +69,35 @@ func TestScreen(t *testing.T) {
 	s.Capture(image.Rect(290, 140, 310, 160), part, 640*4)
 	if i := (145*640 + 295) * 4; part[i+2] != 0xff || part[(145*640+305)*4+2] == 0xff {
 		t.Fatal("partial capture misplaced")
+	}
+	// A shared capture is addressed at its screen coordinates with its
+	// own stride, and holds what Capture copies.
+	for _, r := range []image.Rectangle{image.Rect(290, 140, 310, 160), image.Rect(0, 0, 640, 480), image.Rect(101, 51, 102, 52), image.Rect(600, 470, 700, 500)} {
+		ran := false
+		err := s.CaptureShared(r, func(sh []byte, stride int) {
+			ran = true
+			in := r.Intersect(image.Rect(0, 0, 640, 480))
+			if stride != in.Dx()*4 {
+				t.Errorf("%v: stride %d", r, stride)
+			}
+			for y := in.Min.Y; y < in.Max.Y; y++ {
+				for x := in.Min.X; x < in.Max.X; x++ {
+					i := (y*640 + x) * 4
+					if j := y*stride + 4*x; [3]byte(sh[j:j+3]) != [3]byte(pix[i:i+3]) {
+						t.Fatalf("%v: shared pixel %d,%d = %v, captured %v", r, x, y, sh[j:j+3], pix[i:i+3])
+					}
+				}
+			}
+		})
+		if s.shmem == nil {
+			if !errors.Is(err, ErrNoSHM) || ran {
+				t.Fatalf("no SHM: CaptureShared %v (ran %v), want ErrNoSHM", err, ran)
+			}
+			continue
+		}
+		if err != nil || !ran {
+			t.Fatalf("%v: CaptureShared %v (ran %v)", r, err, ran)
+		}
 	}
 
 	// The pointer's shape (Xvfb's default X-shaped cursor).
