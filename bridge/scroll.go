@@ -107,6 +107,9 @@ func detectScroll(old, new *Frame, box Rect, sc *scrollScratch) (scroll, bool) {
 		sc.skip--
 		return scroll{}, false
 	}
+	if mostlyInPlace(old, new, box) {
+		return scroll{}, false // not counted as a failure: nothing moved
+	}
 	// A scroll bar's thumb moves with the page: the rows it is on differ
 	// at the right edge, and a move of whole rows explained only the
 	// longest run of rows clear of it (about half of a page of photos
@@ -134,6 +137,27 @@ func detectScroll(old, new *Frame, box Rect, sc *scrollScratch) (scroll, bool) {
 		sc.skip = min(sc.fails-1, maxScrollSkip) // 0, 1, 2, ... 4 captures skipped
 	}
 	return found, ok
+}
+
+// inPlaceSamples rows spread over a box are compared where they are
+// before its rows are hashed.
+const inPlaceSamples = 32
+
+// mostlyInPlace reports whether at least three in four of a sample of
+// box's rows are unchanged where they are: then nothing of it moved
+// (typing: Chromium repaints its whole window at each keystroke, and
+// hashing its rows for a search was 16% of deskd's CPU), or what moved
+// is a mostly blank page, cheap to send as pixels.
+func mostlyInPlace(old, new *Frame, box Rect) bool {
+	same, n := 0, min(inPlaceSamples, box.H)
+	for k := range n {
+		y := box.Y + k*box.H/n
+		i, j := y*old.Stride+4*box.X, y*new.Stride+4*box.X
+		if rowsEqual(old.Pix[i:i+4*box.W], new.Pix[j:j+4*box.W]) {
+			same++
+		}
+	}
+	return 4*same >= 3*n
 }
 
 // hashRows hashes the rows of box in both pictures: sc.oldLeft and
@@ -240,8 +264,8 @@ func (sc scroll) explains(old, new *Frame, t Rect) bool {
 		if y >= d.Y && y < d.Y+d.H {
 			continue
 		}
-		i := y*old.Stride + 4*t.X
-		if !rowsEqual(old.Pix[i:i+4*t.W], new.Pix[i:i+4*t.W]) {
+		i, j := y*old.Stride+4*t.X, y*new.Stride+4*t.X
+		if !rowsEqual(old.Pix[i:i+4*t.W], new.Pix[j:j+4*t.W]) {
 			return false
 		}
 	}

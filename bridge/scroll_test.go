@@ -309,6 +309,36 @@ func TestScrollSearchBackoff(t *testing.T) {
 	}
 }
 
+// A box repainted with most rows where they were (a typed line in a
+// repainted window) is not searched: no row is hashed, and it is no
+// failure that backs the search off. Scrolled, it is searched.
+func TestScrollSearchSkipsRowsInPlace(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	old := NewFrame(320, 400)
+	fillRows(old, 0, 400, rng)
+	box := Rect{0, 0, 320, 400}
+	for _, tc := range []struct {
+		name   string
+		new    *Frame
+		search bool
+	}{
+		{"a typed line", func() *Frame { f := scrolled(old, 0, 400, 0, rng); fillRows(f, 200, 220, rng); return f }(), false},
+		{"half the rows rewritten", func() *Frame { f := scrolled(old, 0, 400, 0, rng); fillRows(f, 0, 200, rng); return f }(), true},
+		{"scrolled by 40", scrolled(old, 0, 400, 40, rng), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var sc scrollScratch
+			detectScroll(old, tc.new, box, &sc)
+			if searched := len(sc.old) > 0; searched != tc.search {
+				t.Fatalf("searched %v, want %v", searched, tc.search)
+			}
+			if !tc.search && sc.fails != 0 {
+				t.Fatalf("an unsearched box counted as %d failures", sc.fails)
+			}
+		})
+	}
+}
+
 func TestComposeScroll(t *testing.T) {
 	band := func(y, h int) Rect { return Rect{0, y, 320, h} }
 	tests := []struct {
