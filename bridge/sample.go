@@ -25,9 +25,9 @@ const (
 // sampler is the capture loop's (its fields under s.mu where the
 // compare runs, which is all the tests need to read them).
 type sampler struct {
-	phase   int    // the row of each sampleStep compared this capture
-	suspect []bool // per tile: damaged, sampled rows unchanged, not compared in full since
-	n       int    // suspects
+	phase   int       // the row of each sampleStep compared this capture
+	suspect []bool    // per tile: damaged, sampled rows unchanged, not compared in full since
+	n       int       // suspects
 	first   time.Time // when the oldest suspect was noted
 	last    time.Time // the last capture that sampled
 }
