@@ -30,7 +30,7 @@ type Config struct {
 type Figure struct {
 	Metric string    `json:"metric"`
 	Unit   string    `json:"unit"`
-	Better string    `json:"better"` // "lower" or "higher"
+	Better string    `json:"better"` // "lower" or "higher"; "info": shown for reference
 	Deskd  float64   `json:"deskd"`
 	Peer   float64   `json:"peer"`
 	Ratio  float64   `json:"ratio"` // deskd / peer

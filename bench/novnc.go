@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"image"
 	"os"
 	"os/exec"
 	"strconv"
@@ -117,14 +118,21 @@ const novncConnect = `(async () => {
 })()`
 
 // novncSample samples noVNC's canvas at every animation frame for %d ms,
-// disconnects, and resolves to {frames, seconds, bytes}.
+// disconnects, and resolves to {frames, pages, seconds, bytes}; with the
+// page's tag (%s: its centre and colours, or null) pages counts the page
+// frames the canvas showed (pageframe.go).
 const novncSample = `(async () => {
   const nv = window.nv;
   const canvas = nv.el.querySelector("canvas");
   const small = document.createElement("canvas");
   small.width = 320; small.height = 200;
   const sc = small.getContext("2d", {willReadFrequently: true});
-  let prev = null, frames = 0;
+  const tag = %s, full = canvas.getContext("2d");
+  const tagClass = () => {
+    const p = full.getImageData(tag.x, tag.y, 1, 1).data;
+    return tag.colours.findIndex(c => Math.abs(p[0] - (c >> 16 & 255)) <= 48 && Math.abs(p[1] - (c >> 8 & 255)) <= 48 && Math.abs(p[2] - (c & 255)) <= 48);
+  };
+  let prev = null, frames = 0, pages = 0, lastTag = -1;
   const b0 = nv.bytes, t0 = performance.now();
   await new Promise(done => {
     const tick = () => {
@@ -134,13 +142,20 @@ const novncSample = `(async () => {
         for (let i = 0; i < d.length; i++) if (d[i] !== prev[i]) { frames++; break; }
       }
       prev = d;
+      if (tag) {
+        const k = tagClass();
+        if (k >= 0 && k !== lastTag) {
+          if (lastTag >= 0) pages++;
+          lastTag = k;
+        }
+      }
       if (performance.now() - t0 < %d) requestAnimationFrame(tick); else done();
     };
     requestAnimationFrame(tick);
   });
   const seconds = (performance.now() - t0) / 1000, bytes = nv.bytes - b0;
   nv.rfb.disconnect();
-  return JSON.stringify({frames, seconds, bytes});
+  return JSON.stringify({frames, pages, seconds, bytes});
 })()`
 
 // eval evaluates expr, awaiting its promise, and returns its string value.
@@ -174,25 +189,27 @@ func (v *novncViewer) eval(ctx context.Context, expr string) (string, error) {
 
 // novncResult is one run of the noVNC viewer.
 type novncResult struct {
-	fps, kbPerFrame, cpuPerFrame float64
+	fps, kbPerFrame, cpuPerFrame   float64 // frames: canvas changes
+	pageFPS, kbPerPage, cpuPerPage float64 // page frames shown, with a tag
 }
 
 // measure runs noVNC against wsURL for window, with cpu the server's
-// CPU time so far.
-func (v *novncViewer) measure(ctx context.Context, wsURL string, window time.Duration, cpu func() time.Duration) (novncResult, error) {
+// CPU time so far and tag the page's frame tag (nil: none).
+func (v *novncViewer) measure(ctx context.Context, wsURL string, window time.Duration, tag *image.Point, cpu func() time.Duration) (novncResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, window+30*time.Second)
 	defer cancel()
 	if _, err := v.eval(ctx, fmt.Sprintf(novncConnect, wsURL)); err != nil {
 		return novncResult{}, err
 	}
 	cpu0 := cpu()
-	out, err := v.eval(ctx, fmt.Sprintf(novncSample, window.Milliseconds()))
+	out, err := v.eval(ctx, fmt.Sprintf(novncSample, tagJS(tag), window.Milliseconds()))
 	cpu1 := cpu()
 	if err != nil {
 		return novncResult{}, err
 	}
 	var r struct {
 		Frames  int
+		Pages   int
 		Seconds float64
 		Bytes   float64
 	}
@@ -202,9 +219,18 @@ func (v *novncViewer) measure(ctx context.Context, wsURL string, window time.Dur
 	if r.Frames == 0 || r.Seconds <= 0 {
 		return novncResult{}, errors.New("noVNC's canvas never changed")
 	}
-	return novncResult{
+	res := novncResult{
 		fps:         float64(r.Frames) / r.Seconds,
 		kbPerFrame:  r.Bytes / 1000 / float64(r.Frames),
 		cpuPerFrame: float64((cpu1 - cpu0).Microseconds()) / 1000 / float64(r.Frames),
-	}, nil
+	}
+	if tag != nil {
+		if r.Pages == 0 {
+			return novncResult{}, errors.New("noVNC's canvas never showed a new page frame (the page's tag never changed)")
+		}
+		res.pageFPS = float64(r.Pages) / r.Seconds
+		res.kbPerPage = r.Bytes / 1000 / float64(r.Pages)
+		res.cpuPerPage = float64((cpu1 - cpu0).Microseconds()) / 1000 / float64(r.Pages)
+	}
+	return res, nil
 }

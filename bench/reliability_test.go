@@ -123,7 +123,8 @@ func TestNoVNCViewer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dk.stop()
-	if _, err := startDesktop(ctx, dk, wheelPage); err != nil {
+	display, err := startDesktop(ctx, dk, wheelPage)
+	if err != nil {
 		t.Fatal(err)
 	}
 	nv, err := startNoVNC(ctx, chromium, "http://"+dk.addr)
@@ -131,15 +132,32 @@ func TestNoVNCViewer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nv.close()
-	r, err := nv.measure(ctx, "ws://"+dk.addr+"/websockify", 3*time.Second, func() time.Duration { return cpuOf(dk.pid) })
+	m, err := newMarker(display)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("noVNC: %.1f canvas frames a second, %.1f KB a frame, %.2f ms of deskd's CPU a frame", r.fps, r.kbPerFrame, r.cpuPerFrame)
-	if r.fps < 3 || r.fps > 61 {
-		t.Errorf("%.1f canvas frames a second, for a page that changes 10 times a second", r.fps)
+	defer m.close()
+	fctx, fcancel := context.WithTimeout(ctx, 20*time.Second)
+	tag, err := m.findTag(fctx)
+	fcancel()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if r.kbPerFrame <= 0 || r.cpuPerFrame <= 0 {
+	r, err := nv.measure(ctx, "ws://"+dk.addr+"/websockify", 3*time.Second, &tag, func() time.Duration { return cpuOf(dk.pid) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("noVNC: %.1f canvas changes a second, %.1f page frames a second, %.1f KB and %.2f ms of deskd's CPU a page frame", r.fps, r.pageFPS, r.kbPerPage, r.cpuPerPage)
+	if r.fps < 3 || r.fps > 61 {
+		t.Errorf("%.1f canvas changes a second, for a page that changes 10 times a second", r.fps)
+	}
+	// The page's tag steps 10 times a second: noVNC shows at most that
+	// many page frames (a little more: the window's ends), each at least
+	// one canvas change.
+	if r.pageFPS < 3 || r.pageFPS > 11 || r.pageFPS > r.fps+0.5 {
+		t.Errorf("%.1f page frames a second (%.1f canvas changes), for a page that changes 10 times a second", r.pageFPS, r.fps)
+	}
+	if r.kbPerFrame <= 0 || r.cpuPerFrame <= 0 || r.kbPerPage <= 0 || r.cpuPerPage <= 0 {
 		t.Errorf("nothing counted: %+v", r)
 	}
 }

@@ -31,28 +31,29 @@ const movingPage = `data:text/html,<body style='margin:0;font:15px/1.3 monospace
 // wheelPage: a text page scrolled in mouse-wheel steps (100 px every
 // 100 ms, as a person reads) with a clock ticking in a corner.
 const wheelPage = `data:text/html,<body style='margin:0;font:15px/1.3 sans-serif;background:%23fff'><div id=c style='position:fixed;right:8px;top:8px;font:bold 20px monospace;background:%23ffd;padding:4px'></div><div id=p></div><script>` +
-	`let s='';for(let i=0;i<1500;i++)s+='<p>'+i+'. The quick brown fox jumps over the lazy dog; <b>lorem ipsum</b> dolor sit amet, <i>consectetur</i> adipiscing elit, sed do eiusmod tempor.</p>';` +
-	`p.innerHTML=s;setInterval(()=>{c.textContent=new Date().toISOString().slice(11,22);if(window.paused)return;if(scrollY+innerHeight>=document.body.scrollHeight-2)scrollTo(0,0);else scrollBy(0,100)},100)</script></body>`
+	tagScript + `let s='';for(let i=0;i<1500;i++)s+='<p>'+i+'. The quick brown fox jumps over the lazy dog; <b>lorem ipsum</b> dolor sit amet, <i>consectetur</i> adipiscing elit, sed do eiusmod tempor.</p>';` +
+	`p.innerHTML=s;setInterval(()=>{c.textContent=new Date().toISOString().slice(11,22);if(window.paused)return;if(scrollY+innerHeight>=document.body.scrollHeight-2)scrollTo(0,0);else scrollBy(0,100);tick()},100)</script></body>`
 
 // galleryPage: photo-like pictures (gradients and noise, drawn once,
 // the same for every run) scrolled 120 px every 100 ms.
 const galleryPage = `data:text/html,<body style='margin:0;background:%23222'><div id=g style='display:flex;flex-wrap:wrap;gap:6px'></div><script>` +
-	`let seed=7;const rnd=()=>(seed=(seed*1103515245+12345)%252147483648)/2147483648;` +
+	tagScript + `let seed=7;const rnd=()=>(seed=(seed*1103515245+12345)%252147483648)/2147483648;` +
 	`for(let i=0;i<160;i++){const c=document.createElement('canvas');c.width=300;c.height=200;const x=c.getContext('2d');` +
 	`const gr=x.createLinearGradient(0,0,300,200);gr.addColorStop(0,'hsl('+(i*47%25360)+',60%25,45%25)');gr.addColorStop(1,'hsl('+(i*91%25360)+',70%25,70%25)');x.fillStyle=gr;x.fillRect(0,0,300,200);` +
 	`const d=x.getImageData(0,0,300,200);for(let k=0;k<d.data.length;k+=4){const n=(rnd()-0.5)*40;d.data[k]+=n;d.data[k+1]+=n;d.data[k+2]+=n}x.putImageData(d,0,0);g.appendChild(c)}` +
-	`setInterval(()=>{if(window.paused)return;if(scrollY+innerHeight>=document.body.scrollHeight-2)scrollTo(0,0);else scrollBy(0,120)},100)</script></body>`
+	`setInterval(()=>{if(window.paused)return;if(scrollY+innerHeight>=document.body.scrollHeight-2)scrollTo(0,0);else scrollBy(0,120);tick()},100)</script></body>`
 
 // typingPage: a text field that gets a character every 50 ms (a fast
 // typist) with its caret, lines wrapping, the rest of the screen still.
 const typingPage = `data:text/html,<body style='margin:0;background:%23fff'><textarea id=t style='width:100%25;height:100vh;font:16px monospace;border:0'></textarea><script>` +
-	`const w='The quick brown fox jumps over the lazy dog. ';let i=0;t.focus();` +
-	`setInterval(()=>{if(window.paused)return;t.value+=w[i++%25w.length];if(t.value.length>1500)t.value='';t.selectionStart=t.selectionEnd=t.value.length},50)</script></body>`
+	tagScript + `const w='The quick brown fox jumps over the lazy dog. ';let i=0;t.focus();` +
+	`setInterval(()=>{if(window.paused)return;t.value+=w[i++%25w.length];if(t.value.length>1500)t.value='';t.selectionStart=t.selectionEnd=t.value.length;tick()},50)</script></body>`
 
 // rfbContent is one kind of screen content the RFB scenarios measure.
 type rfbContent struct {
 	page, describe string
 	transport      bool // also measure the WebSocket transport (once is enough)
+	tagged         bool // the page carries a frame tag (pageframe.go)
 }
 
 // Marker geometry: a small X window of our own above everything, whose
@@ -67,19 +68,19 @@ const (
 // x11vnc + websockify serving the same Xvfb showing the same scrolling
 // page, alternately, with 1 and with 10 viewers.
 func rfbScenario(ctx context.Context, c Config) ([]Figure, string, error) {
-	return rfbMeasure(ctx, c, rfbContent{movingPage, "Chromium scrolling a text page ~30 times a second", true})
+	return rfbMeasure(ctx, c, rfbContent{movingPage, "Chromium scrolling a text page ~30 times a second", true, false})
 }
 
 func rfbWheelScenario(ctx context.Context, c Config) ([]Figure, string, error) {
-	return rfbMeasure(ctx, c, rfbContent{wheelPage, "a text page scrolled in wheel steps (100 px every 100 ms) with a ticking clock", false})
+	return rfbMeasure(ctx, c, rfbContent{wheelPage, "a text page scrolled in wheel steps (100 px every 100 ms) with a ticking clock", false, true})
 }
 
 func rfbGalleryScenario(ctx context.Context, c Config) ([]Figure, string, error) {
-	return rfbMeasure(ctx, c, rfbContent{galleryPage, "a gallery of photo-like pictures scrolled 120 px every 100 ms", false})
+	return rfbMeasure(ctx, c, rfbContent{galleryPage, "a gallery of photo-like pictures scrolled 120 px every 100 ms", false, true})
 }
 
 func rfbTypingScenario(ctx context.Context, c Config) ([]Figure, string, error) {
-	return rfbMeasure(ctx, c, rfbContent{typingPage, "typing into a text field, a character every 50 ms", false})
+	return rfbMeasure(ctx, c, rfbContent{typingPage, "typing into a text field, a character every 50 ms", false, true})
 }
 
 func rfbMeasure(ctx context.Context, c Config, content rfbContent) ([]Figure, string, error) {
@@ -129,6 +130,16 @@ func rfbMeasure(ctx context.Context, c Config, content rfbContent) ([]Figure, st
 		return nil, "", err
 	}
 	defer m.close()
+	var tag *image.Point
+	if content.tagged {
+		fctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		at, err := m.findTag(fctx)
+		cancel()
+		if err != nil {
+			return nil, "", err
+		}
+		tag = &at
+	}
 	chromium, err := findChromium(c)
 	if err != nil {
 		return nil, "", err
@@ -149,15 +160,15 @@ func rfbMeasure(ctx context.Context, c Config, content rfbContent) ([]Figure, st
 			return cpuOf(append(proc.LiveGroupMembers(xv.Process.Pid), proc.LiveGroupMembers(ws.Process.Pid)...)...)
 		}},
 	}
-	type samples struct{ fps, kb, cpu, p50, p99 [2][]float64 } // [side]
+	type samples struct{ fps, kb, cpu, p50, p99, pfps, pkb, pcpu [2][]float64 } // [side]
 	var one, ten samples
-	var browser struct{ fps, kb, cpu [2][]float64 }
+	var browser struct{ fps, kb, cpu, pfps, pkb, pcpu [2][]float64 }
 	var mbps [2][]float64
 	rounds := max(1, min(c.Rounds, 3))
 	for i := range rounds {
 		for si, side := range sides {
 			for _, n := range []int{1, 10} {
-				r, err := runViewers(ctx, side.url, n, m, side.cpu, pause)
+				r, err := runViewers(ctx, side.url, n, m, tag, side.cpu, pause)
 				if err != nil {
 					return nil, "", fmt.Errorf("%s, %d viewers: %w", side.name, n, err)
 				}
@@ -170,21 +181,27 @@ func rfbMeasure(ctx context.Context, c Config, content rfbContent) ([]Figure, st
 				s.cpu[si] = append(s.cpu[si], r.cpuPerFrame)
 				s.p50[si] = append(s.p50[si], r.p50)
 				s.p99[si] = append(s.p99[si], r.p99)
-				fmt.Fprintf(c.Log, "  round %d %s %d viewers: %.1f fps/viewer, %.1f KB/frame, %.2f ms CPU/frame, latency p50 %.1f p99 %.1f ms (%d samples), %.1f%% of pixels right\n",
-					i, side.name, n, r.fps, r.kbPerFrame, r.cpuPerFrame, r.p50, r.p99, r.samples, 100*r.correct)
+				s.pfps[si] = append(s.pfps[si], r.pageFPS)
+				s.pkb[si] = append(s.pkb[si], r.kbPerPage)
+				s.pcpu[si] = append(s.pcpu[si], r.cpuPerPage)
+				fmt.Fprintf(c.Log, "  round %d %s %d viewers: %.1f updates/s/viewer, %.1f KB/update, %.2f ms CPU/update; %.1f page frames/s/viewer, %.1f KB, %.2f ms CPU a page frame; latency p50 %.1f p99 %.1f ms (%d samples), %.1f%% of pixels right\n",
+					i, side.name, n, r.fps, r.kbPerFrame, r.cpuPerFrame, r.pageFPS, r.kbPerPage, r.cpuPerPage, r.p50, r.p99, r.samples, 100*r.correct)
 				if r.correct < 0.95 {
 					return nil, "", fmt.Errorf("%s: the viewer's picture matches the screen on only %.1f%% of pixels: the client or the server decodes wrongly", side.name, 100*r.correct)
 				}
 			}
-			nr, err := nv.measure(ctx, side.url, rfbWindow, side.cpu)
+			nr, err := nv.measure(ctx, side.url, rfbWindow, tag, side.cpu)
 			if err != nil {
 				return nil, "", fmt.Errorf("%s, noVNC in Chromium: %w", side.name, err)
 			}
 			browser.fps[si] = append(browser.fps[si], nr.fps)
 			browser.kb[si] = append(browser.kb[si], nr.kbPerFrame)
 			browser.cpu[si] = append(browser.cpu[si], nr.cpuPerFrame)
-			fmt.Fprintf(c.Log, "  round %d %s noVNC in Chromium: %.1f fps (canvas changes), %.1f KB/frame, %.2f ms CPU/frame\n",
-				i, side.name, nr.fps, nr.kbPerFrame, nr.cpuPerFrame)
+			browser.pfps[si] = append(browser.pfps[si], nr.pageFPS)
+			browser.pkb[si] = append(browser.pkb[si], nr.kbPerPage)
+			browser.pcpu[si] = append(browser.pcpu[si], nr.cpuPerPage)
+			fmt.Fprintf(c.Log, "  round %d %s noVNC in Chromium: %.1f canvas changes/s, %.1f KB, %.2f ms CPU a change; %.1f page frames/s, %.1f KB, %.2f ms CPU a page frame\n",
+				i, side.name, nr.fps, nr.kbPerFrame, nr.cpuPerFrame, nr.pageFPS, nr.kbPerPage, nr.cpuPerPage)
 			if !content.transport {
 				continue
 			}
@@ -196,20 +213,42 @@ func rfbMeasure(ctx context.Context, c Config, content rfbContent) ([]Figure, st
 			fmt.Fprintf(c.Log, "  round %d %s: full Raw frames through the WebSocket: %.0f MB/s\n", i, side.name, t)
 		}
 	}
-	figs := []Figure{
-		figure("1 viewer: frames per second", "fps", "higher", one.fps[0], one.fps[1]),
-		figure("1 viewer: bytes per frame", "KB", "lower", one.kb[0], one.kb[1]),
-		figure("1 viewer: server CPU per frame", "ms", "lower", one.cpu[0], one.cpu[1]),
-		figure("1 viewer: update latency p50", "ms", "lower", one.p50[0], one.p50[1]),
-		figure("1 viewer: update latency p99", "ms", "lower", one.p99[0], one.p99[1]),
-		figure("10 viewers: frames per second each", "fps", "higher", ten.fps[0], ten.fps[1]),
-		figure("10 viewers: bytes per frame", "KB", "lower", ten.kb[0], ten.kb[1]),
-		figure("10 viewers: server CPU per frame", "ms", "lower", ten.cpu[0], ten.cpu[1]),
-		figure("10 viewers: update latency p50", "ms", "lower", ten.p50[0], ten.p50[1]),
-		figure("10 viewers: update latency p99", "ms", "lower", ten.p99[0], ten.p99[1]),
-		figure("noVNC in Chromium: canvas frames per second", "fps", "higher", browser.fps[0], browser.fps[1]),
-		figure("noVNC in Chromium: bytes per canvas frame", "KB", "lower", browser.kb[0], browser.kb[1]),
-		figure("noVNC in Chromium: server CPU per canvas frame", "ms", "lower", browser.cpu[0], browser.cpu[1]),
+	var figs []Figure
+	if !content.tagged {
+		figs = []Figure{
+			figure("1 viewer: frames per second", "fps", "higher", one.fps[0], one.fps[1]),
+			figure("1 viewer: bytes per frame", "KB", "lower", one.kb[0], one.kb[1]),
+			figure("1 viewer: server CPU per frame", "ms", "lower", one.cpu[0], one.cpu[1]),
+			figure("1 viewer: update latency p50", "ms", "lower", one.p50[0], one.p50[1]),
+			figure("1 viewer: update latency p99", "ms", "lower", one.p99[0], one.p99[1]),
+			figure("10 viewers: frames per second each", "fps", "higher", ten.fps[0], ten.fps[1]),
+			figure("10 viewers: bytes per frame", "KB", "lower", ten.kb[0], ten.kb[1]),
+			figure("10 viewers: server CPU per frame", "ms", "lower", ten.cpu[0], ten.cpu[1]),
+			figure("10 viewers: update latency p50", "ms", "lower", ten.p50[0], ten.p50[1]),
+			figure("10 viewers: update latency p99", "ms", "lower", ten.p99[0], ten.p99[1]),
+			figure("noVNC in Chromium: canvas frames per second", "fps", "higher", browser.fps[0], browser.fps[1]),
+			figure("noVNC in Chromium: bytes per canvas frame", "KB", "lower", browser.kb[0], browser.kb[1]),
+			figure("noVNC in Chromium: server CPU per canvas frame", "ms", "lower", browser.cpu[0], browser.cpu[1]),
+		}
+	} else { // frames are page frames shown (pageframe.go); updates for reference
+		figs = []Figure{
+			figure("1 viewer: page frames per second", "fps", "higher", one.pfps[0], one.pfps[1]),
+			figure("1 viewer: bytes per page frame", "KB", "lower", one.pkb[0], one.pkb[1]),
+			figure("1 viewer: server CPU per page frame", "ms", "lower", one.pcpu[0], one.pcpu[1]),
+			figure("1 viewer: update latency p50", "ms", "lower", one.p50[0], one.p50[1]),
+			figure("1 viewer: update latency p99", "ms", "lower", one.p99[0], one.p99[1]),
+			figure("1 viewer: updates per second", "/s", "info", one.fps[0], one.fps[1]),
+			figure("1 viewer: server CPU per update", "ms", "info", one.cpu[0], one.cpu[1]),
+			figure("10 viewers: page frames per second each", "fps", "higher", ten.pfps[0], ten.pfps[1]),
+			figure("10 viewers: bytes per page frame", "KB", "lower", ten.pkb[0], ten.pkb[1]),
+			figure("10 viewers: server CPU per page frame", "ms", "lower", ten.pcpu[0], ten.pcpu[1]),
+			figure("10 viewers: update latency p50", "ms", "lower", ten.p50[0], ten.p50[1]),
+			figure("10 viewers: update latency p99", "ms", "lower", ten.p99[0], ten.p99[1]),
+			figure("noVNC in Chromium: page frames per second", "fps", "higher", browser.pfps[0], browser.pfps[1]),
+			figure("noVNC in Chromium: bytes per page frame", "KB", "lower", browser.pkb[0], browser.pkb[1]),
+			figure("noVNC in Chromium: server CPU per page frame", "ms", "lower", browser.pcpu[0], browser.pcpu[1]),
+			figure("noVNC in Chromium: canvas changes per second", "/s", "info", browser.fps[0], browser.fps[1]),
+		}
 	}
 	if content.transport {
 		figs = append(figs, figure("WebSocket transport: full Raw frames", "MB/s", "higher", mbps[0], mbps[1]))
@@ -218,13 +257,15 @@ func rfbMeasure(ctx context.Context, c Config, content rfbContent) ([]Figure, st
 }
 
 type rfbResult struct {
-	fps, kbPerFrame, cpuPerFrame, p50, p99 float64
-	samples                                int
-	correct                                float64 // share of the last picture's pixels that match the screen
+	fps, kbPerFrame, cpuPerFrame, p50, p99 float64 // frames: updates with rectangles
+	// page frames shown (pageframe.go), with a tagged page
+	pageFPS, kbPerPage, cpuPerPage float64
+	samples                        int
+	correct                        float64 // share of the last picture's pixels that match the screen
 }
 
 // runViewers connects n viewers to url for a warm-up and a timed window.
-func runViewers(ctx context.Context, wsURL string, n int, m *marker, cpu func() time.Duration, pause func(bool) error) (rfbResult, error) {
+func runViewers(ctx context.Context, wsURL string, n int, m *marker, tag *image.Point, cpu func() time.Duration, pause func(bool) error) (rfbResult, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	vs := make([]*viewer, n)
@@ -239,6 +280,7 @@ func runViewers(ctx context.Context, wsURL string, n int, m *marker, cpu func() 
 	var (
 		measuring atomic.Bool
 		frames    atomic.Int64
+		pages     atomic.Int64 // page frames shown (pageframe.go)
 		mu        sync.Mutex
 		lat       []float64
 		errs      = make(chan error, n)
@@ -247,6 +289,10 @@ func runViewers(ctx context.Context, wsURL string, n int, m *marker, cpu func() 
 	for _, v := range vs {
 		wg.Go(func() { // ends when its connection is closed below
 			seen := 0
+			var pf *pageFrames
+			if tag != nil {
+				pf = &pageFrames{at: *tag, last: -1}
+			}
 			if err := v.request(false); err != nil {
 				errs <- err
 				return
@@ -261,6 +307,9 @@ func runViewers(ctx context.Context, wsURL string, n int, m *marker, cpu func() 
 				}
 				if rects > 0 && measuring.Load() {
 					frames.Add(1)
+				}
+				if pf.saw(v) && measuring.Load() {
+					pages.Add(1)
 				}
 				if seq, t0, ok := m.check(v); ok && seq != seen {
 					seen = seq
@@ -313,7 +362,7 @@ loop:
 	elapsed := time.Since(t0)
 	cpu1 := cpu()
 	bytes1 := totalBytes(vs)
-	f := frames.Load()
+	f, pg := frames.Load(), pages.Load()
 
 	// Correctness: pause the page, let the last updates land, compare
 	// the first viewer's picture with a capture of the screen.
@@ -340,6 +389,14 @@ loop:
 		cpuPerFrame: float64((cpu1 - cpu0).Microseconds()) / 1000 / float64(f),
 		samples:     len(lat),
 		correct:     correct,
+	}
+	if tag != nil {
+		if pg == 0 {
+			return rfbResult{}, errors.New("no page frame shown: the page's tag never changed in the viewers' pictures")
+		}
+		r.pageFPS = float64(pg) / elapsed.Seconds() / float64(n)
+		r.kbPerPage = float64(bytes1-bytes0) / float64(pg) / 1000
+		r.cpuPerPage = float64((cpu1 - cpu0).Microseconds()) / 1000 / float64(pg)
 	}
 	if len(lat) > 0 {
 		r.p50, r.p99 = percentiles(lat)

@@ -39,7 +39,10 @@ func (r Report) SVG() string {
 		x = math.Max(float64(left), math.Min(float64(w-20), x))
 		good := (ratio < 1) == (rw.f.Better == "lower")
 		color := "#d93025"
-		if good || ratio == 1 {
+		switch {
+		case rw.f.Better == "info": // neither way is better (shown for reference)
+			color = "#9aa0a6"
+		case good || ratio == 1:
 			color = "#1e8e3e"
 		}
 		x0, x1 := math.Min(x, float64(mid)), math.Max(x, float64(mid))
