@@ -3,6 +3,8 @@ package bridge
 import (
 	"bytes"
 	"encoding/binary"
+	"math/bits"
+	"slices"
 )
 
 // Scrolling repaints a whole viewport, but almost all of it is the old
@@ -17,6 +19,11 @@ type scroll struct {
 	dst  Rect
 	dy   int
 	rest []Rect // changed tiles the move does not explain
+	// bad are the tiles (indices in the frame) of dst where the move
+	// does not hold: a fixed element over the page (a chat button, a
+	// clock, a sticky bar) stays while the page moves under it. They
+	// go as pixels after the move, changed or not.
+	bad []int
 }
 
 func (sc scroll) src() Rect { return Rect{sc.dst.X, sc.dst.Y + sc.dy, sc.dst.W, sc.dst.H} }
@@ -36,6 +43,7 @@ type scrollScratch struct {
 	oldLeft, newLeft []uint64 // of the box without its right column of tiles
 	index            map[uint64]int32
 	votes            map[int]int
+	masks            []uint64 // per row of a run: tile columns where it differs
 	// fails counts searches in a row that found nothing; skip is how
 	// many more captures go without one. Typing or an animation damages
 	// big boxes that never scroll: hashing their rows was a third of
@@ -111,9 +119,9 @@ func detectScroll(old, new *Frame, box Rect, sc *scrollScratch) (scroll, bool) {
 		return scroll{}, false // not counted as a failure: nothing moved
 	}
 	// A scroll bar's thumb moves with the page: the rows it is on differ
-	// at the right edge, and a move of whole rows explained only the
-	// longest run of rows clear of it (about half of a page of photos
-	// was sent again each wheel step). So each row is hashed in two
+	// at the right edge. A run of rows tolerates a few tile columns that
+	// differ (search), which covers it; but its rows' hashes differ, so
+	// a short box could lack the votes. So each row is hashed in two
 	// parts, all but the right column of tiles and that column: the
 	// whole rows are searched first, then, if that explains less than
 	// three quarters of the box, the rows without the right column
@@ -224,11 +232,23 @@ func (sc *scrollScratch) search(old, new *Frame, box Rect, oldH, newH []uint64) 
 	if dy == 0 {
 		return scroll{}, false
 	}
-	// The longest run of rows the move explains, each checked byte by byte.
+	// The longest run of rows the move explains, each checked byte by
+	// byte, but for a few tile columns (fixed elements over the page,
+	// whose tiles then go as pixels): one 32-px button at the bottom
+	// of a page ended the run there, and the full width of the rows
+	// it had been on went as pixels at each step.
+	sc.masks = slices.Grow(sc.masks[:0], len(newH))[:len(newH)]
 	runStart, runLen, start := 0, 0, -1
 	for i := 0; i <= len(newH); i++ {
-		ok := i < len(newH) && i+dy >= 0 && i+dy < len(oldH) && newH[i] == oldH[i+dy] &&
-			rowsEqual(row(new, box.Y+i), row(old, box.Y+i+dy))
+		ok := false
+		if i < len(newH) && i+dy >= 0 && i+dy < len(oldH) {
+			a, b := row(new, box.Y+i), row(old, box.Y+i+dy)
+			if newH[i] == oldH[i+dy] && rowsEqual(a, b) {
+				sc.masks[i], ok = 0, true
+			} else {
+				sc.masks[i], ok = columnsDiffer(a, b)
+			}
+		}
 		switch {
 		case ok && start < 0:
 			start = i
@@ -242,7 +262,44 @@ func (sc *scrollScratch) search(old, new *Frame, box Rect, oldH, newH []uint64) 
 	if runLen < scrollMinRun {
 		return scroll{}, false
 	}
-	return scroll{dst: Rect{box.X, box.Y + runStart, box.W, runLen}, dy: dy}, true
+	found := scroll{dst: Rect{box.X, box.Y + runStart, box.W, runLen}, dy: dy}
+	cols := (new.W + tile - 1) / tile
+	for i := runStart; i < runStart+runLen; i++ {
+		for m := sc.masks[i]; m != 0; m &= m - 1 {
+			idx := (box.Y+i)/tile*cols + box.X/tile + bits.TrailingZeros64(m)
+			if n := len(found.bad); n == 0 || found.bad[n-1] < idx {
+				found.bad = append(found.bad, idx) // rows in order: mostly sorted
+			} else if !slices.Contains(found.bad, idx) {
+				found.bad = append(found.bad, idx)
+			}
+		}
+	}
+	slices.Sort(found.bad)
+	return found, true
+}
+
+// columnsDiffer compares two rows of a box whose left edge is on a tile
+// boundary, a tile column at a time: mask has a bit for each column
+// that differs, and ok is whether few enough do for the row to count
+// as moved (a quarter of them, at least one; boxes over 64 columns
+// wide are compared whole).
+func columnsDiffer(a, b []byte) (mask uint64, ok bool) {
+	cols := (len(a)/4 + tile - 1) / tile
+	if cols > 64 {
+		return 0, false
+	}
+	allowed, n := max(1, cols/4), 0
+	for k := range cols {
+		lo, hi := 4*tile*k, min(4*tile*(k+1), len(a))
+		if rowsEqual(a[lo:hi], b[lo:hi]) {
+			continue
+		}
+		if n++; n > allowed {
+			return 0, false
+		}
+		mask |= 1 << k
+	}
+	return mask, true
 }
 
 func abs(v int) int {
@@ -257,7 +314,7 @@ func abs(v int) int {
 // did not change (old is the picture before, new after).
 func (sc scroll) explains(old, new *Frame, t Rect) bool {
 	d := sc.dst
-	if t.X < d.X || t.X+t.W > d.X+d.W || t.Intersect(d).Empty() {
+	if t.X < d.X || t.X+t.W > d.X+d.W || t.Intersect(d).Empty() || sc.isBad(t, old.W) {
 		return false
 	}
 	for y := t.Y; y < t.Y+t.H; y++ {
@@ -270,6 +327,16 @@ func (sc scroll) explains(old, new *Frame, t Rect) bool {
 		}
 	}
 	return true
+}
+
+// isBad reports whether tile t of a w-wide frame is one of the move's
+// bad tiles.
+func (sc scroll) isBad(t Rect, w int) bool {
+	if len(sc.bad) == 0 {
+		return false
+	}
+	_, ok := slices.BinarySearch(sc.bad, t.Y/tile*((w+tile-1)/tile)+t.X/tile)
+	return ok
 }
 
 // markScrolled records a scroll for a viewer that takes CopyRect and has

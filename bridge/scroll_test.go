@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -76,7 +77,7 @@ func TestDetectScroll(t *testing.T) {
 
 // TestDetectScrollBesideAScrollBar: the page moves by 4 rows while a
 // scroll bar's thumb at the right edge moves 12 rows its own way; the
-// move found leaves out the right column of tiles and covers every row.
+// move found covers every row, and only the thumb's tiles are bad.
 func TestDetectScrollBesideAScrollBar(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 8))
 	const w, h, thumbX = 320, 400, 308
@@ -97,12 +98,54 @@ func TestDetectScrollBesideAScrollBar(t *testing.T) {
 	thumb(after, 112)                     // ...and the thumb its own way
 	var sc scrollScratch
 	got, ok := detectScroll(before, after, Rect{0, 0, w, h}, &sc)
-	if want := (Rect{0, 0, 256, 396}); !ok || got.dy != 4 || got.dst != want {
-		t.Fatalf("detectScroll = %+v, %v; want dy 4 over %+v", got, ok, want)
+	// The move covers every row and column; the tiles of the right
+	// column where the thumbs were or are (rows 96-171) do not follow it.
+	if want := (Rect{0, 0, w, 396}); !ok || got.dy != 4 || got.dst != want || !slices.Equal(got.bad, []int{9, 14}) {
+		t.Fatalf("detectScroll = %+v, %v; want dy 4 over %+v, bad tiles 9 and 14", got, ok, want)
 	}
-	// Whole rows explain only those below both thumbs.
-	if got, ok := sc.search(before, after, Rect{0, 0, w, h}, sc.old, sc.new); !ok || got.dst.Y != 172 {
-		t.Fatalf("whole rows: %+v, %v; want the run from row 172", got, ok)
+	for _, tc := range []struct {
+		t    Rect
+		want bool
+	}{
+		{Rect{256, 64, 64, 64}, false}, // the thumbs' tiles
+		{Rect{256, 128, 64, 64}, false},
+		{Rect{256, 192, 64, 64}, true}, // the rest of the column moved
+		{Rect{0, 64, 64, 64}, true},
+	} {
+		if got := got.explains(before, after, tc.t); got != tc.want {
+			t.Errorf("explains(%v) = %v, want %v", tc.t, got, tc.want)
+		}
+	}
+}
+
+// A fixed element over a scrolling page (a 32-px button at the bottom
+// left): the move still covers every row it can, and only the button's
+// tiles are bad, where it was and where it is.
+func TestDetectScrollUnderAFixedElement(t *testing.T) {
+	const w, h = 640, 480
+	rng := rand.New(rand.NewPCG(11, 12))
+	page := NewFrame(w, h)
+	fillRows(page, 0, h, rng)
+	button := func(f *Frame) {
+		for y := h - 40; y < h-8; y++ {
+			for x := 8; x < 40; x++ {
+				p := f.at(x, y)
+				p[0], p[1], p[2] = 0xff, 0, 0xff
+			}
+		}
+	}
+	before := NewFrame(w, h)
+	copy(before.Pix, page.Pix)
+	button(before)
+	after := scrolled(page, 0, h, 120, rng)
+	button(after)
+	var sc scrollScratch
+	got, ok := detectScroll(before, after, Rect{0, 0, w, h}, &sc)
+	// New rows 0..359 are old rows 120..479; the button was on old rows
+	// 440-471 (new 320-351, tile row 5) and is on new rows 440-471
+	// (tile rows 6 and 7, outside the move).
+	if want := (Rect{0, 0, w, 360}); !ok || got.dy != 120 || got.dst != want || !slices.Equal(got.bad, []int{5 * 10}) {
+		t.Fatalf("detectScroll = %+v, %v; want dy 120 over %+v, bad tile 50", got, ok, want)
 	}
 }
 
@@ -199,6 +242,18 @@ func TestScrollConverges(t *testing.T) {
 		}
 		t.Fatalf("viewer (%d moves) never caught up with the screen", v.copies)
 	}
+	// A fixed element over the page, a whole tile: the page moves under
+	// it, so a move brings the viewer other pixels there, which must be
+	// sent again though the screen did not change there.
+	button := func(f *Frame) *Frame {
+		for y := 256; y < 320; y++ {
+			for x := 64; x < 128; x++ {
+				p := f.at(x, y)
+				p[0], p[1], p[2] = 0xff, 0, 0xff
+			}
+		}
+		return f
+	}
 	for step := range 60 {
 		f := scr.frame()
 		n := scr.captureCount()
@@ -206,13 +261,13 @@ func TestScrollConverges(t *testing.T) {
 		case 0: // paint a band
 			y := rng.IntN(380)
 			fillRows(f, y, y+20, rng)
-			scr.setFrame(f, y, y+20)
+			scr.setFrame(button(f), y, y+20)
 		default: // scroll the viewport 40..360
 			dy := rng.IntN(31) - 15
 			if dy == 0 {
 				dy = 9
 			}
-			scr.setFrame(scrolled(f, 40, 360, dy, rng), 40, 360)
+			scr.setFrame(button(scrolled(f, 40, 360, dy, rng)), 40, 360)
 		}
 		scr.settle(t, n) // the capture loop takes it in before anyone asks
 		for _, v := range viewers {

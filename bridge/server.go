@@ -405,7 +405,10 @@ func (s *Server) compareBox(changed []Rect, cur *Frame, box Rect, sc *scroll, sa
 				explained := sc != nil && sc.explains(s.fb, cur, t) // before the tile is updated
 				differs = copyIfChanged(s.fb, cur, t)
 				s.sample.clear(i)
-				if differs && sc != nil && !explained {
+				// A tile the move does not hold for goes as pixels after
+				// it even where the screen did not change: the move
+				// brings the viewer other pixels there.
+				if sc != nil && !explained && (differs || sc.isBad(t, full.W)) {
 					sc.rest = append(sc.rest, t)
 				}
 			}
