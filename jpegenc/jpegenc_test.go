@@ -212,6 +212,13 @@ func BenchmarkEncode(b *testing.B) {
 			n := rng.IntN(9) - 4
 			return uint8(min(max(int(128+80*v)+n, 0), 255)), uint8(min(max(int(110+70*math.Cos(fx*5))+n, 0), 255)), uint8(min(max(int(140+60*math.Sin(fy*11))+n, 0), 255))
 		}),
+		// gradients under strong grain (the bench's gallery: ±20 a
+		// pixel): nearly every coefficient is coded
+		newPicture("grainy 1280x800", 1280, 800, func(x, y int) (uint8, uint8, uint8) {
+			n := rng.IntN(41) - 20
+			c := func(v int) uint8 { return uint8(min(max(v+n, 0), 255)) }
+			return c(60 + x*150/1280), c(90 + y*120/800), c(200 - (x+y)*120/2080)
+		}),
 		// high-frequency patterns everywhere: many coefficients to code
 		newPicture("busy 1280x800", 1280, 800, func(x, y int) (uint8, uint8, uint8) {
 			v := math.Sin(float64(x)/37) * math.Cos(float64(y)/23)
