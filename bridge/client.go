@@ -477,7 +477,7 @@ func (c *client) writeLoop(ctx context.Context) error {
 		// the viewer's picture goes (seen.go).
 		send := c.sendRects[:0]
 		for _, r := range rects {
-			box, ok := c.snap.changedBox(c.s.fb, r)
+			box, ok := c.snap.changedBox(c.s.fb, r, quality >= 0)
 			if !ok {
 				continue
 			}
@@ -554,22 +554,22 @@ func (c *client) ask(r Rect) {
 }
 
 // forgetLossy notes what the last update sent as JPEG: those pixels
-// are unknown in the viewer's picture, and their tiles wait to be sent
-// again lossless. Every other tile of rects the viewer now has exactly.
-// It reports whether any tile waits.
+// are approximate in the viewer's picture. The tiles of rects where it
+// has any such pixels (sent now, or before and left as they were) wait
+// to be sent again lossless; it has the others exactly. It reports
+// whether any tile waits.
 func (c *client) forgetLossy(rects []Rect) bool {
 	for _, e := range []*encoder{c.enc, c.enc2} {
 		for _, r := range e.lossy {
-			c.snap.forget(r)
+			c.snap.approximate(r)
 		}
 	}
 	c.mu.Lock()
 	for _, r := range rects {
-		c.lossy.clearTile(r)
-	}
-	for _, e := range []*encoder{c.enc, c.enc2} {
-		for _, r := range e.lossy {
+		if c.snap.anyApprox(r) {
 			c.lossy.mark(r)
+		} else {
+			c.lossy.clearTile(r)
 		}
 	}
 	pending := c.lossy.n > 0

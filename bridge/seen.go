@@ -13,21 +13,29 @@ import (
 // per viewer and decided when sending, so it cannot disagree with the
 // marks the capture loop makes.
 //
-// A bit a pixel says what the viewer does not have exactly: pixels it
-// has not been sent (a new connection, a resize) or has only
-// approximately (JPEG). Those always count as changed. (The X byte
-// cannot say it: the shared framebuffer keeps X's pad byte as captured,
-// so unchanged rows compare at memory speed, and X does not leave it 0.)
+// A bit a pixel says what the viewer does not have at all: pixels it
+// has not been sent (a new connection, a resize, a request in full);
+// those always count as changed. Another says what it has only
+// approximately (JPEG of the pixels held here): those count as changed
+// for a lossless update (a refinement), not for a lossy one when they
+// are still what the screen shows: the viewer has as good a picture of
+// them as another JPEG would give (a photo scrolled on the page used to
+// go as JPEG again wherever a fixed element or the scroll bar made its
+// tile go). (The X byte cannot hold either: the shared framebuffer keeps
+// X's pad byte as captured, so unchanged rows compare at memory speed,
+// and X does not leave it 0.)
 type seen struct {
 	*Frame
 	unknown []uint64 // bit x%64 of word y*words+x/64: pixel (x, y) unknown
+	approx  []uint64 // the same for pixels the viewer has as JPEG
 	words   int      // words a row
+	either  []uint64 // scratch: a row of unknown|approx
 }
 
 // newSeen is a w×h picture of which nothing is known yet.
 func newSeen(w, h int) *seen {
 	p := &seen{Frame: NewFrame(w, h), words: (w + 63) / 64}
-	p.unknown = make([]uint64, p.words*h)
+	p.unknown, p.approx, p.either = make([]uint64, p.words*h), make([]uint64, p.words*h), make([]uint64, p.words)
 	p.forget(Rect{0, 0, w, h})
 	return p
 }
@@ -35,20 +43,38 @@ func newSeen(w, h int) *seen {
 // bits returns row y of the unknown bitmap.
 func (p *seen) bits(y int) []uint64 { return p.unknown[y*p.words : (y+1)*p.words] }
 
+// approxBits returns row y of the approximate bitmap.
+func (p *seen) approxBits(y int) []uint64 { return p.approx[y*p.words : (y+1)*p.words] }
+
+// inexact returns row y's pixels the viewer does not have exactly
+// (unknown or approximate), in scratch valid until the next call.
+func (p *seen) inexact(y int) []uint64 {
+	for i, u := range p.bits(y) {
+		p.either[i] = u | p.approx[y*p.words+i]
+	}
+	return p.either
+}
+
 // changedBox returns the smallest box of r in which the screen fb
-// differs from the viewer's picture, or false when it does not. It finds
+// differs from the viewer's picture, or false when it does not; for a
+// lossy update, pixels the viewer has as JPEG of what fb holds do not
+// differ. It finds
 // the first and the last row that differ, then looks in the rows between
 // only outside the columns found so far: a rectangle that changed
 // throughout (a photo scrolled in, JPEG sent before) costs two rows, not
 // every pixel.
-func (p *seen) changedBox(fb *Frame, r Rect) (Rect, bool) {
+func (p *seen) changedBox(fb *Frame, r Rect, lossy bool) (Rect, bool) {
+	rowBits := p.inexact
+	if lossy {
+		rowBits = p.bits
+	}
 	first := func(y, x0, x1 int) int { // the first pixel of row y in [x0, x1) that differs, or -1
 		i := y*p.Stride + 4*x0
 		d := firstDiff(p.Pix[i:i+4*(x1-x0)], fb.Pix[i:i+4*(x1-x0)])
 		if d >= 0 {
 			x1 = x0 + d
 		}
-		if u := firstBit(p.bits(y), x0, x1); u >= 0 {
+		if u := firstBit(rowBits(y), x0, x1); u >= 0 {
 			return u
 		}
 		if d >= 0 {
@@ -62,7 +88,7 @@ func (p *seen) changedBox(fb *Frame, r Rect) (Rect, bool) {
 		if d >= 0 {
 			x0 += d + 1
 		}
-		if u := lastBit(p.bits(y), x0, x1); u >= 0 {
+		if u := lastBit(rowBits(y), x0, x1); u >= 0 {
 			return u
 		}
 		if d >= 0 {
@@ -107,14 +133,33 @@ func (p *seen) copyKnown(fb *Frame, r Rect) {
 		i := y*p.Stride + 4*r.X
 		copy(p.Pix[i:i+4*r.W], fb.Pix[i:i+4*r.W])
 		setBits(p.bits(y), r.X, r.X+r.W, false)
+		setBits(p.approxBits(y), r.X, r.X+r.W, false)
 	}
 }
 
-// forget marks r unknown: the viewer has it only approximately.
+// forget marks r unknown: whatever the viewer has there is to be sent
+// again.
 func (p *seen) forget(r Rect) {
 	for y := r.Y; y < r.Y+r.H; y++ {
 		setBits(p.bits(y), r.X, r.X+r.W, true)
 	}
+}
+
+// approximate marks r as sent as JPEG of the pixels held here.
+func (p *seen) approximate(r Rect) {
+	for y := r.Y; y < r.Y+r.H; y++ {
+		setBits(p.approxBits(y), r.X, r.X+r.W, true)
+	}
+}
+
+// anyApprox reports whether the viewer has any pixel of r as JPEG.
+func (p *seen) anyApprox(r Rect) bool {
+	for y := r.Y; y < r.Y+r.H; y++ {
+		if firstBit(p.approxBits(y), r.X, r.X+r.W) >= 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // move does to the picture what a CopyRect of sc does to the viewer's:
@@ -125,6 +170,7 @@ func (p *seen) move(sc scroll) {
 	one := func(y int) {
 		copy(row(y), row(y+sc.dy))
 		copyBits(p.bits(y), p.bits(y+sc.dy), d.X, d.X+d.W)
+		copyBits(p.approxBits(y), p.approxBits(y+sc.dy), d.X, d.X+d.W)
 	}
 	if sc.dy > 0 { // from below: top down, so no source is overwritten first
 		for y := d.Y; y < d.Y+d.H; y++ {

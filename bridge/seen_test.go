@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -32,24 +33,32 @@ func TestChangedBox(t *testing.T) {
 			fb.Pix[4*(50*w+2)] ^= 1
 		}, Rect{0, 0, w, h}, Rect{2, 40, 69, 11}, true},
 		{"unknown pixels count as changed", func(snap *seen, fb *Frame) { snap.forget(Rect{20, 30, 3, 2}) }, Rect{0, 0, w, h}, Rect{20, 30, 3, 2}, true},
+		{"unknown pixels count for a lossy update too", func(snap *seen, fb *Frame) { snap.forget(Rect{20, 30, 3, 2}) }, Rect{0, 0, w, h}, Rect{20, 30, 3, 2}, true},
+		{"JPEG of what the screen shows: lossless", func(snap *seen, fb *Frame) { snap.approximate(Rect{62, 10, 5, 4}) }, Rect{0, 0, w, h}, Rect{62, 10, 5, 4}, true},
+		{"JPEG of what the screen shows: lossy", func(snap *seen, fb *Frame) { snap.approximate(Rect{62, 10, 5, 4}) }, Rect{0, 0, w, h}, Rect{}, false},
+		{"JPEG of what changed since: lossy", func(snap *seen, fb *Frame) {
+			snap.approximate(Rect{62, 10, 5, 4})
+			fb.Pix[4*(12*w+64)+1] ^= 1
+		}, Rect{0, 0, w, h}, Rect{64, 12, 1, 1}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			lossy := strings.Contains(tc.name, "lossy")
 			snap, fb := newSeen(w, h), testFrame(w, h)
 			snap.copyKnown(base, Rect{0, 0, w, h})
 			tc.change(snap, fb)
-			got, ok := snap.changedBox(fb, tc.r)
+			got, ok := snap.changedBox(fb, tc.r, lossy)
 			if ok != tc.ok || got != tc.want {
 				t.Fatalf("changedBox = %v, %v; want %v, %v", got, ok, tc.want, tc.ok)
 			}
 			if ok {
 				snap.copyKnown(fb, got)
-				if _, again := snap.changedBox(fb, tc.r); again {
+				if _, again := snap.changedBox(fb, tc.r, lossy); again {
 					t.Fatal("after copying the box, something still differs")
 				}
 			}
 		})
 	}
-	if _, ok := newSeen(w, h).changedBox(base, Rect{0, 0, w, h}); !ok {
+	if _, ok := newSeen(w, h).changedBox(base, Rect{0, 0, w, h}, true); !ok {
 		t.Fatal("a new viewer's picture is unknown: everything differs")
 	}
 }
@@ -60,6 +69,7 @@ func TestChangedBox(t *testing.T) {
 func TestSeenMove(t *testing.T) {
 	const w, h = 150, 50
 	unknown := func(p *seen, x, y int) bool { return p.unknown[y*p.words+x/64]>>(x%64)&1 != 0 }
+	approx := func(p *seen, x, y int) bool { return p.approx[y*p.words+x/64]>>(x%64)&1 != 0 }
 	for _, sc := range []scroll{
 		{dst: Rect{0, 0, w, 40}, dy: 10},     // content moves up
 		{dst: Rect{8, 12, 120, 38}, dy: -12}, // down, part of the columns
@@ -69,11 +79,13 @@ func TestSeenMove(t *testing.T) {
 		fb := testFrame(w, h)
 		p := newSeen(w, h)
 		p.copyKnown(fb, Rect{0, 0, w, h})
-		p.forget(Rect{50, 20, 40, 9}) // JPEG, say
+		p.approximate(Rect{50, 20, 40, 9}) // JPEG
 		p.forget(Rect{130, 45, 5, 2})
+		p.forget(Rect{60, 24, 3, 3})
 		before := newSeen(w, h)
 		copy(before.Pix, p.Pix)
 		copy(before.unknown, p.unknown)
+		copy(before.approx, p.approx)
 		p.move(sc)
 		for y := range h {
 			for x := range w {
@@ -81,7 +93,7 @@ func TestSeenMove(t *testing.T) {
 				if sc.dst.Intersect(Rect{x, y, 1, 1}) == (Rect{x, y, 1, 1}) {
 					sy += sc.dy
 				}
-				if string(p.at(x, y)) != string(before.at(sx, sy)) || unknown(p, x, y) != unknown(before, sx, sy) {
+				if string(p.at(x, y)) != string(before.at(sx, sy)) || unknown(p, x, y) != unknown(before, sx, sy) || approx(p, x, y) != approx(before, sx, sy) {
 					t.Fatalf("move %+v: pixel %d,%d is not what was at %d,%d", sc, x, y, sx, sy)
 				}
 			}
@@ -127,12 +139,13 @@ func TestChangeRevertedNotSent(t *testing.T) {
 }
 
 // naiveChangedBox is changedBox by looking at every pixel.
-func naiveChangedBox(snap *seen, fb *Frame, r Rect) (Rect, bool) {
+func naiveChangedBox(snap *seen, fb *Frame, r Rect, lossy bool) (Rect, bool) {
 	var box Rect
 	for y := r.Y; y < r.Y+r.H; y++ {
 		for x := r.X; x < r.X+r.W; x++ {
 			a, b := snap.at(x, y), fb.at(x, y)
-			if a[0] == b[0] && a[1] == b[1] && a[2] == b[2] && snap.unknown[y*snap.words+x/64]>>(x%64)&1 == 0 {
+			bit := func(m []uint64) bool { return m[y*snap.words+x/64]>>(x%64)&1 != 0 }
+			if a[0] == b[0] && a[1] == b[1] && a[2] == b[2] && !bit(snap.unknown) && (lossy || !bit(snap.approx)) {
 				continue
 			}
 			if p := (Rect{x, y, 1, 1}); box.Empty() {
@@ -152,6 +165,7 @@ func FuzzChangedBox(f *testing.F) {
 	f.Add(uint8(64), uint8(64), uint8(0), uint8(0), uint8(64), uint8(64), []byte{0, 0, 0, 63, 63, 3})
 	f.Add(uint8(5), uint8(3), uint8(0), uint8(0), uint8(5), uint8(3), []byte{})
 	f.Fuzz(func(t *testing.T, w, h, rx, ry, rw, rh uint8, changes []byte) {
+		lossy := rw&0x80 != 0
 		W, H := int(w)%150+1, int(h)%40+1
 		r := Rect{int(rx) % W, int(ry) % H, 0, 0}
 		r.W, r.H = int(rw)%(W-r.X)+1, int(rh)%(H-r.Y)+1
@@ -163,17 +177,22 @@ func FuzzChangedBox(f *testing.F) {
 			switch k := changes[i+2] % 4; k {
 			case 0, 1, 2: // a colour byte
 				fb.at(x, y)[k] ^= 0x11
-			case 3: // unknown to the viewer: a span of up to 64 pixels
-				snap.forget(Rect{x, y, min(W-x, 1+int(changes[i+2]>>2)%64), 1})
+			case 3: // unknown to the viewer, or JPEG: a span of up to 64 pixels
+				span := Rect{x, y, min(W-x, 1+int(changes[i+2]>>2)%32), 1}
+				if changes[i+2]&0x80 != 0 {
+					snap.approximate(span)
+				} else {
+					snap.forget(span)
+				}
 			}
 			if changes[i+2]&0x80 != 0 {
 				fb.at(x, y)[3] ^= 0xff // the X byte never counts
 			}
 		}
-		got, ok := snap.changedBox(fb, r)
-		want, wantOK := naiveChangedBox(snap, fb, r)
+		got, ok := snap.changedBox(fb, r, lossy)
+		want, wantOK := naiveChangedBox(snap, fb, r, lossy)
 		if got != want || ok != wantOK {
-			t.Fatalf("%dx%d in %v: changedBox = %v, %v; every pixel says %v, %v", W, H, r, got, ok, want, wantOK)
+			t.Fatalf("%dx%d in %v (lossy %v): changedBox = %v, %v; every pixel says %v, %v", W, H, r, lossy, got, ok, want, wantOK)
 		}
 	})
 }
