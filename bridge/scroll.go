@@ -44,6 +44,17 @@ type scrollScratch struct {
 	index            map[uint64]int32
 	votes            map[int]int
 	masks            []uint64 // per row of a run: tile columns where it differs
+	// The new rows' hashes of the last search are the old rows' of the
+	// next one over the same box, if the framebuffer then holds exactly
+	// those rows and has not changed since: the capture loop sets
+	// hashedGen to the frame generation (s.gen) after such a capture
+	// and fbGen to the current one before searching (wheel steps and
+	// photos scrolled: hashing was 9% of deskd's CPU, half of it the
+	// old picture again). A wrong reuse could only cost a find: every
+	// move found is checked byte by byte.
+	hashed           Rect
+	hashedGen, fbGen uint64
+	fresh            bool // hashed by this capture's search
 	// fails counts searches in a row that found nothing; skip is how
 	// many more captures go without one. Typing or an animation damages
 	// big boxes that never scroll: hashing their rows was a third of
@@ -176,17 +187,31 @@ func (sc *scrollScratch) hashRows(old, new *Frame, box Rect, left int) {
 		i := y*f.Stride + 4*x0
 		return f.Pix[i : i+4*(x1-x0)]
 	}
-	sc.old, sc.new, sc.oldLeft, sc.newLeft = sc.old[:0], sc.new[:0], sc.oldLeft[:0], sc.newLeft[:0]
+	reuse := sc.hashedGen != 0 && sc.hashedGen == sc.fbGen && sc.hashed == box && len(sc.new) == box.H
+	if reuse { // the old picture's rows are the last search's new ones
+		sc.old, sc.new, sc.oldLeft, sc.newLeft = sc.new, sc.old[:0], sc.newLeft, sc.oldLeft[:0]
+	} else {
+		sc.old, sc.new, sc.oldLeft, sc.newLeft = sc.old[:0], sc.new[:0], sc.oldLeft[:0], sc.newLeft[:0]
+	}
+	sc.hashed, sc.hashedGen, sc.fresh = box, 0, true // valid once the capture has put these rows in the framebuffer
 	split := box.X + left
+	const prime = 1099511628211
 	for y := box.Y; y < box.Y+box.H; y++ {
-		lo, ln := rowHash(row(old, y, box.X, split)), rowHash(row(new, y, box.X, split))
-		sc.oldLeft, sc.newLeft = append(sc.oldLeft, lo), append(sc.newLeft, ln)
+		ln := rowHash(row(new, y, box.X, split))
+		sc.newLeft = append(sc.newLeft, ln)
 		if left < box.W {
-			const prime = 1099511628211
-			lo = lo*prime ^ rowHash(row(old, y, split, box.X+box.W))
 			ln = ln*prime ^ rowHash(row(new, y, split, box.X+box.W))
 		}
-		sc.old, sc.new = append(sc.old, lo), append(sc.new, ln)
+		sc.new = append(sc.new, ln)
+		if reuse {
+			continue
+		}
+		lo := rowHash(row(old, y, box.X, split))
+		sc.oldLeft = append(sc.oldLeft, lo)
+		if left < box.W {
+			lo = lo*prime ^ rowHash(row(old, y, split, box.X+box.W))
+		}
+		sc.old = append(sc.old, lo)
 	}
 }
 

@@ -483,3 +483,46 @@ func BenchmarkRowHash(b *testing.B) {
 		rowHash(row)
 	}
 }
+
+// Scrolled step after step, the old picture's row hashes are the last
+// search's new ones when the framebuffer has not changed since; not when
+// it has.
+func TestScrollHashesReused(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	box := Rect{0, 0, 320, 400}
+	f0 := NewFrame(320, 400)
+	fillRows(f0, 0, 400, rng)
+	f1 := scrolled(f0, 0, 400, 8, rng)
+	f2 := scrolled(f1, 0, 400, 8, rng)
+	for _, tc := range []struct {
+		name       string
+		gen, after uint64 // the generation the capture leaves, and the next one's
+		reuse      bool
+	}{
+		{"framebuffer as hashed", 5, 5, true},
+		{"changed since", 5, 6, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var sc scrollScratch
+			sc.fbGen = 4
+			if _, ok := detectScroll(f0, f1, box, &sc); !ok || !sc.fresh {
+				t.Fatal("first step not found")
+			}
+			sc.hashedGen = tc.gen // as the capture loop does, f1 now in the framebuffer
+			prev := &sc.new[0]
+			sc.fbGen, sc.fresh = tc.after, false
+			got, ok := detectScroll(f1, f2, box, &sc)
+			if !ok || got.dy != 8 {
+				t.Fatalf("second step: %+v, %v", got, ok)
+			}
+			if reused := &sc.old[0] == prev; reused != tc.reuse {
+				t.Fatalf("old hashes reused %v, want %v", reused, tc.reuse)
+			}
+			var fresh scrollScratch
+			fresh.hashRows(f1, f2, box, box.W-64)
+			if !slices.Equal(sc.old, fresh.old) || !slices.Equal(sc.oldLeft, fresh.oldLeft) || !slices.Equal(sc.new, fresh.new) {
+				t.Fatal("the hashes differ from hashing afresh")
+			}
+		})
+	}
+}

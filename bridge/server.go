@@ -318,8 +318,10 @@ func (s *Server) capture(damaged []Rect, scratch *Frame, findScroll, exact bool)
 		sc      *scroll
 		changed []Rect
 		sampled bool
+		failed  bool
 	)
 	now := time.Now()
+	s.scrollSc.fbGen, s.scrollSc.fresh = s.gen, false // (only this goroutine writes s.gen)
 	for k, box := range boxes {
 		err := s.grab(box, scratch, func(cur *Frame) {
 			if k == 0 && findScroll { // s.fb is the old picture: only this goroutine writes it
@@ -335,8 +337,14 @@ func (s *Server) capture(damaged []Rect, scratch *Frame, findScroll, exact bool)
 		})
 		if err != nil {
 			s.log.Warn("capture failed", "rect", box, "err", err)
+			failed = true
 			break // what changed so far is in s.fb: it goes out
 		}
+	}
+	if !failed && !sampled && s.scrollSc.fresh {
+		// The framebuffer holds the rows the search hashed as new: the
+		// next search may take them as old.
+		s.scrollSc.hashedGen = s.gen
 	}
 	if sampled { // the next capture compares other rows
 		s.mu.Lock()
