@@ -288,18 +288,19 @@ func (sc *scrollScratch) search(old, new *Frame, box Rect, oldH, newH []uint64) 
 		return scroll{}, false
 	}
 	found := scroll{dst: Rect{box.X, box.Y + runStart, box.W, runLen}, dy: dy}
+	// The bad tiles, a row of tiles at a time: the columns any of its
+	// rows differs in, in order (so sorted, each once).
 	cols := (new.W + tile - 1) / tile
+	var columns uint64
 	for i := runStart; i < runStart+runLen; i++ {
-		for m := sc.masks[i]; m != 0; m &= m - 1 {
-			idx := (box.Y+i)/tile*cols + box.X/tile + bits.TrailingZeros64(m)
-			if n := len(found.bad); n == 0 || found.bad[n-1] < idx {
-				found.bad = append(found.bad, idx) // rows in order: mostly sorted
-			} else if !slices.Contains(found.bad, idx) {
-				found.bad = append(found.bad, idx)
+		columns |= sc.masks[i]
+		if y := box.Y + i; y%tile == tile-1 || i == runStart+runLen-1 {
+			for m := columns; m != 0; m &= m - 1 {
+				found.bad = append(found.bad, y/tile*cols+box.X/tile+bits.TrailingZeros64(m))
 			}
+			columns = 0
 		}
 	}
-	slices.Sort(found.bad)
 	return found, true
 }
 
