@@ -37,7 +37,7 @@ func (s *sharedScreen) CaptureShared(r image.Rectangle, fn func(pix []byte, stri
 		copy(s.buf[y*stride+4*r.Min.X:], s.f.Pix[i:i+4*r.Dx()])
 	}
 	s.mu.Unlock()
-	fn(s.buf[:r.Max.Y*stride], stride) // as x11 does, the screen stays locked for captures only
+	fn(s.buf[:r.Max.Y*stride+4*r.Min.X], stride) // as x11 does, the screen stays locked for captures only
 	s.mu.Lock()
 	s.shared++ // counted once compared: tests then read what it found
 	s.mu.Unlock()

@@ -372,13 +372,13 @@ func (s *Screen) CaptureShared(r image.Rectangle, fn func(pix []byte, stride int
 		return nil
 	}
 	stride := r.Dx() * 4
-	end := r.Max.Y * stride // the image ends there; it starts at r.Min
+	off := r.Min.Y*stride + 4*r.Min.X // pixel r.Min
+	end := off + r.Dy()*stride        // past the last row's last pixel
 	if s.shmem == nil || end > len(s.shmem) {
 		return ErrNoSHM
 	}
 	s.capMu.Lock()
 	defer s.capMu.Unlock()
-	off := r.Min.Y*stride + 4*r.Min.X
 	if _, err := shm.GetImage(s.c, xproto.Drawable(s.root), int16(r.Min.X), int16(r.Min.Y), uint16(r.Dx()), uint16(r.Dy()),
 		0xffffffff, xproto.ImageFormatZPixmap, s.seg, uint32(off)).Reply(); err != nil {
 		return fmt.Errorf("x11: shm capture: %w", err)

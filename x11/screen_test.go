@@ -77,8 +77,8 @@ func TestScreen(t *testing.T) {
 		err := s.CaptureShared(r, func(sh []byte, stride int) {
 			ran = true
 			in := r.Intersect(image.Rect(0, 0, 640, 480))
-			if stride != in.Dx()*4 {
-				t.Errorf("%v: stride %d", r, stride)
+			if stride != in.Dx()*4 || len(sh) < (in.Max.Y-1)*stride+4*in.Max.X {
+				t.Fatalf("%v: stride %d, %d bytes: the last row does not fit", r, stride, len(sh))
 			}
 			for y := in.Min.Y; y < in.Max.Y; y++ {
 				for x := in.Min.X; x < in.Max.X; x++ {
