@@ -327,30 +327,27 @@ func (s *Screen) Capture(r image.Rectangle, pix []byte, stride int) error {
 	if r.Empty() {
 		return nil
 	}
+	row := r.Dx() * 4
+	err := s.CaptureShared(r, func(sh []byte, shStride int) {
+		for y := r.Min.Y; y < r.Max.Y; y++ {
+			copy(pix[y*stride+4*r.Min.X:], sh[y*shStride+4*r.Min.X:][:row])
+		}
+	})
+	if !errors.Is(err, ErrNoSHM) {
+		return err
+	}
 	s.capMu.Lock()
 	defer s.capMu.Unlock()
-	var data []byte
-	if s.shmem != nil && r.Dx()*r.Dy()*4 <= len(s.shmem) {
-		_, err := shm.GetImage(s.c, xproto.Drawable(s.root), int16(r.Min.X), int16(r.Min.Y), uint16(r.Dx()), uint16(r.Dy()),
-			0xffffffff, xproto.ImageFormatZPixmap, s.seg, 0).Reply()
-		if err != nil {
-			return fmt.Errorf("x11: shm capture: %w", err)
-		}
-		data = s.shmem[:r.Dx()*r.Dy()*4]
-	} else {
-		rep, err := xproto.GetImage(s.c, xproto.ImageFormatZPixmap, xproto.Drawable(s.root), int16(r.Min.X), int16(r.Min.Y),
-			uint16(r.Dx()), uint16(r.Dy()), 0xffffffff).Reply()
-		if err != nil {
-			return fmt.Errorf("x11: capture: %w", err)
-		}
-		data = rep.Data
+	rep, err := xproto.GetImage(s.c, xproto.ImageFormatZPixmap, xproto.Drawable(s.root), int16(r.Min.X), int16(r.Min.Y),
+		uint16(r.Dx()), uint16(r.Dy()), 0xffffffff).Reply()
+	if err != nil {
+		return fmt.Errorf("x11: capture: %w", err)
 	}
-	row := r.Dx() * 4
-	if len(data) < row*r.Dy() {
+	if len(rep.Data) < row*r.Dy() {
 		return errors.New("x11: short image")
 	}
 	for y := 0; y < r.Dy(); y++ {
-		copy(pix[(r.Min.Y+y)*stride+4*r.Min.X:], data[y*row:(y+1)*row])
+		copy(pix[(r.Min.Y+y)*stride+4*r.Min.X:], rep.Data[y*row:(y+1)*row])
 	}
 	return nil
 }
