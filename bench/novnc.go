@@ -130,7 +130,8 @@ const novncSample = `(async () => {
   const tag = %s, full = canvas.getContext("2d");
   const tagClass = () => {
     const p = full.getImageData(tag.x, tag.y, 1, 1).data;
-    return tag.colours.findIndex(c => Math.abs(p[0] - (c >> 16 & 255)) <= 48 && Math.abs(p[1] - (c >> 8 & 255)) <= 48 && Math.abs(p[2] - (c & 255)) <= 48);
+    const near = (a, b) => Math.abs(a - b) <= tag.tolerance;
+    return tag.colours.findIndex(c => near(p[0], c >> 16 & 255) && near(p[1], c >> 8 & 255) && near(p[2], c & 255));
   };
   let prev = null, frames = 0, pages = 0, lastTag = -1;
   const b0 = nv.bytes, t0 = performance.now();

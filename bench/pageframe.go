@@ -22,6 +22,10 @@ import (
 // colour: frames the server skipped are not counted, torn ones once.
 const tagSize = 32
 
+// tagTolerance is how far (per channel) a viewer's pixel may be from a
+// tag colour and still be it: JPEG's error.
+const tagTolerance = 48
+
 var tagColours = [8]uint32{0xff00ff, 0x00ffff, 0xffff00, 0x00a000, 0xff8000, 0x8000ff, 0x0060c0, 0xc00060}
 
 // tagScript adds the tag and tick(), which steps it: for data: URLs
@@ -34,7 +38,7 @@ const tagScript = `const F=document.createElement('div');F.style.cssText='positi
 // tolerance), or -1.
 func tagClass(c uint32) int {
 	for i, t := range tagColours {
-		if near(c, t, 48) {
+		if near(c, t, tagTolerance) {
 			return i
 		}
 	}
@@ -67,15 +71,12 @@ func (m *marker) findTag(ctx context.Context) (image.Point, error) {
 	scr := xproto.Setup(m.c).DefaultScreen(m.c)
 	w, h := int(scr.WidthInPixels), int(scr.HeightInPixels)
 	for {
-		rep, err := xproto.GetImage(m.c, xproto.ImageFormatZPixmap, xproto.Drawable(m.root), 0, 0, uint16(w), uint16(h), 0xffffffff).Reply()
+		data, err := m.grab(w, h)
 		if err != nil {
 			return image.Point{}, fmt.Errorf("capture to find the page's tag: %w", err)
 		}
-		if len(rep.Data) < w*h*4 {
-			return image.Point{}, errors.New("short capture")
-		}
 		px := func(x, y int) uint32 {
-			p := rep.Data[4*(y*w+x):]
+			p := data[4*(y*w+x):]
 			return uint32(p[2])<<16 | uint32(p[1])<<8 | uint32(p[0])
 		}
 		for y := 0; y+tagSize <= h; y++ {
@@ -100,6 +101,6 @@ func tagJS(at *image.Point) string {
 	if at == nil {
 		return "null"
 	}
-	b, _ := json.Marshal(map[string]any{"x": at.X, "y": at.Y, "colours": tagColours})
+	b, _ := json.Marshal(map[string]any{"x": at.X, "y": at.Y, "colours": tagColours, "tolerance": tagTolerance})
 	return string(b)
 }

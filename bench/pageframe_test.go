@@ -34,7 +34,7 @@ func TestPageFrames(t *testing.T) {
 	}
 	for i, a := range tagColours { // the colours are told apart under JPEG's error
 		for j, b := range tagColours {
-			if i != j && near(a, b, 2*48) {
+			if i != j && near(a, b, 2*tagTolerance) {
 				t.Errorf("tag colours %06x and %06x are too close", a, b)
 			}
 		}

@@ -504,16 +504,13 @@ func (m *marker) check(v *viewer) (int, time.Time, bool) {
 // compare captures the screen and returns the share of the viewer's
 // pixels within a JPEG's tolerance of it.
 func (m *marker) compare(v *viewer) (float64, error) {
-	rep, err := xproto.GetImage(m.c, xproto.ImageFormatZPixmap, xproto.Drawable(m.root), 0, 0, uint16(v.w), uint16(v.h), 0xffffffff).Reply()
+	data, err := m.grab(v.w, v.h)
 	if err != nil {
 		return 0, fmt.Errorf("capture for comparison: %w", err)
 	}
-	if len(rep.Data) < v.w*v.h*4 {
-		return 0, errors.New("short capture")
-	}
 	ok := 0
 	for i := range v.w * v.h {
-		p := rep.Data[4*i:]
+		p := data[4*i:]
 		if near(v.fb[i], uint32(p[2])<<16|uint32(p[1])<<8|uint32(p[0]), 40) {
 			ok++
 		}
@@ -521,7 +518,7 @@ func (m *marker) compare(v *viewer) (float64, error) {
 	if os.Getenv("DESKD_BENCH_DUMP") != "" {
 		a, b := image.NewRGBA(image.Rect(0, 0, v.w, v.h)), image.NewRGBA(image.Rect(0, 0, v.w, v.h))
 		for i := range v.w * v.h {
-			p := rep.Data[4*i:]
+			p := data[4*i:]
 			a.Pix[4*i], a.Pix[4*i+1], a.Pix[4*i+2], a.Pix[4*i+3] = byte(v.fb[i]>>16), byte(v.fb[i]>>8), byte(v.fb[i]), 255
 			b.Pix[4*i], b.Pix[4*i+1], b.Pix[4*i+2], b.Pix[4*i+3] = p[2], p[1], p[0], 255
 		}
@@ -532,6 +529,18 @@ func (m *marker) compare(v *viewer) (float64, error) {
 		}
 	}
 	return float64(ok) / float64(v.w*v.h), nil
+}
+
+// grab captures the top-left w×h of the screen (BGRX).
+func (m *marker) grab(w, h int) ([]byte, error) {
+	rep, err := xproto.GetImage(m.c, xproto.ImageFormatZPixmap, xproto.Drawable(m.root), 0, 0, uint16(w), uint16(h), 0xffffffff).Reply()
+	if err != nil {
+		return nil, err
+	}
+	if len(rep.Data) < w*h*4 {
+		return nil, errors.New("short capture")
+	}
+	return rep.Data, nil
 }
 
 func near(a, b uint32, tol int) bool {
