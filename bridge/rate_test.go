@@ -117,6 +117,36 @@ func (s *slowReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// onlyViewer calls fn with the server's one viewer, locked.
+func onlyViewer(s *Server, fn func(*client)) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for v := range s.clients {
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		fn(v)
+		return
+	}
+}
+
+// changeMarked makes change, which reports damage, and waits until the
+// capture loop has marked it for the server's one viewer.
+func changeMarked(t *testing.T, s *Server, change func()) {
+	t.Helper()
+	var before, now uint64
+	onlyViewer(s, func(v *client) { before = v.markedGen })
+	change()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		onlyViewer(s, func(v *client) { now = v.markedGen })
+		if now != before {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the change was never captured")
+		}
+	}
+}
+
 // TestSlowLinkLowersQuality: a viewer behind a 256 KB/s pipe asks for
 // JPEG quality 9 while a photo-like picture keeps changing; its updates
 // go at lower levels (smaller), and back at 9 when the pipe is fast.
@@ -132,45 +162,24 @@ func TestSlowLinkLowersQuality(t *testing.T) {
 	slow.rate.Store(256 << 10)
 	c.br = bufio.NewReader(slow)
 
-	level := func() int { // the level the server sends this viewer at
-		s.mu.RLock()
-		defer s.mu.RUnlock()
-		for v := range s.clients {
-			v.mu.Lock()
-			defer v.mu.Unlock()
-			return v.rate.quality(v.quality)
-		}
-		return -2
-	}
-	marked := func() uint64 { // the frame generation last marked for the viewer
-		s.mu.RLock()
-		defer s.mu.RUnlock()
-		for v := range s.clients {
-			v.mu.Lock()
-			defer v.mu.Unlock()
-			return v.markedGen
-		}
-		return 0
+	level := func() (l int) { // the level the server sends this viewer at
+		onlyViewer(s, func(v *client) { l = v.rate.quality(v.quality) })
+		return l
 	}
 	rng := rand.New(rand.NewPCG(5, 6))
 	photo := func() { // noise over the whole screen: JPEG, and big
-		before := marked()
-		scr.mu.Lock()
-		for i := 0; i < len(scr.f.Pix); i++ {
-			scr.f.Pix[i] = byte(rng.Uint32())
-		}
-		scr.mu.Unlock()
-		scr.damage <- toImage(Rect{0, 0, 256, 192})
 		// The viewer reads slowly: the screen is still for longer than
 		// refineDelay between changes. Captured and marked before it
 		// asks, a change is new motion, sent lossy, not the lossless
 		// refinement that was due (a race CI lost once: 147 KB).
-		for deadline := time.Now().Add(5 * time.Second); marked() == before; {
-			if time.Now().After(deadline) {
-				t.Fatal("the change was never captured")
+		changeMarked(t, s, func() {
+			scr.mu.Lock()
+			for i := 0; i < len(scr.f.Pix); i++ {
+				scr.f.Pix[i] = byte(rng.Uint32())
 			}
-			time.Sleep(time.Millisecond)
-		}
+			scr.mu.Unlock()
+			scr.damage <- toImage(Rect{0, 0, 256, 192})
+		})
 	}
 	sizes := func(n int) (first, last int) {
 		for i := range n {

@@ -111,7 +111,7 @@ func (m *sharedScreen) captured(t *testing.T, n int) {
 // damage stops: the viewer still ends up with the exact screen.
 func TestSampledCapture(t *testing.T) {
 	scr := newSharedScreen(512, 384)
-	s := newServerOn(t, scr)
+	s := newTestServer(t, scr, "")
 	c := dialRFB(t, s, version38, "", ConnOptions{})
 	c.setPixelFormat(noVNCFormat)
 	c.setEncodings(EncTight)
@@ -207,20 +207,11 @@ func TestSampledCapture(t *testing.T) {
 	}
 }
 
-func newServerOn(t *testing.T, scr Screen) *Server {
-	s, err := NewServer(scr, Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	return s
-}
-
 // A screen whose shared capture fails is captured by copying.
 func TestSharedCaptureFallsBack(t *testing.T) {
 	scr := newSharedScreen(256, 128)
 	scr.fail = errors.New("no shared memory here")
-	s := newServerOn(t, scr)
+	s := newTestServer(t, scr, "")
 	c := dialRFB(t, s, version38, "", ConnOptions{})
 	c.setPixelFormat(noVNCFormat)
 	c.setEncodings(EncTight)

@@ -317,7 +317,7 @@ func (c *rfbClient) matches(s *memScreen) bool {
 	return true
 }
 
-func newTestServer(t *testing.T, scr *memScreen, password string) *Server {
+func newTestServer(t *testing.T, scr Screen, password string) *Server {
 	s, err := NewServer(scr, Config{Password: password})
 	if err != nil {
 		t.Fatal(err)
@@ -698,26 +698,11 @@ func TestRefinementYieldsToMotion(t *testing.T) {
 	if c.jpegs == 0 {
 		t.Fatal("first update: no JPEG")
 	}
-	marked := func() uint64 {
-		s.mu.RLock()
-		defer s.mu.RUnlock()
-		for v := range s.clients {
-			v.mu.Lock()
-			defer v.mu.Unlock()
-			return v.markedGen
-		}
-		return 0
-	}
 	time.Sleep(2 * refineDelay) // the refinement falls due; the viewer does not ask
-	before := marked()
-	noise()
-	scr.damage <- toImage(Rect{0, 0, 256, 128})
-	for deadline := time.Now().Add(5 * time.Second); marked() == before; {
-		if time.Now().After(deadline) {
-			t.Fatal("the change was never captured")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	changeMarked(t, s, func() {
+		noise()
+		scr.damage <- toImage(Rect{0, 0, 256, 128})
+	})
 	jpegs := c.jpegs
 	c.request(true)
 	c.update()
