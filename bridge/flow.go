@@ -72,7 +72,8 @@ func (c *client) enableContinuous(m ClientMessage) error {
 }
 
 // fence handles a viewer's Fence: a request is answered in order; an
-// answer acknowledges one pushed update.
+// answer acknowledges one pushed update, and wakes the writer only if
+// it was waiting for room.
 func (c *client) fence(m ClientMessage) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -84,6 +85,12 @@ func (c *client) fence(m ClientMessage) error {
 	} else if c.flow.inFlight > 0 {
 		c.flow.inFlight--
 		c.answered()
+		if c.flow.inFlight < maxInFlight-1 {
+			// The writer was not held back by this answer: no wake-up
+			// (noVNC answers every update's fence; waking the writer
+			// for nothing was a thread switch an update).
+			return nil
+		}
 	}
 	c.poke()
 	return nil
