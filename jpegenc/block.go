@@ -134,7 +134,9 @@ func (w *bitWriter) put(v uint32, n uint) {
 }
 
 // flush32 moves the oldest 32 pending bits to the buffer: four bytes at
-// once unless one of them is 0xFF (stuffed with a zero).
+// once unless one of them is 0xFF (stuffed with a zero). It stays out of
+// line so that put, called for every code, is inlined.
+//
 //go:noinline
 func (w *bitWriter) flush32() {
 	w.n -= 32
