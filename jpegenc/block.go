@@ -69,12 +69,16 @@ func (e *Encoder) block(b *[64]int32, t int, prev int32) int32 {
 	recip := &e.recipZ[t]
 	var q [64]int32    // zigzag order
 	var nonzero uint64 // bit k: q[k] != 0
-	for k, n := range zigzag {
-		// Rounded to nearest (halves up: with 24 fractional bits an
-		// exact half is all but impossible, and needs no sign handling).
-		c := int32((int64(b[n&63])*recip[k&63] + 1<<(quantBits-1)) >> quantBits) // (the masks spare the bounds checks)
-		q[k] = c
-		nonzero |= uint64(uint32(c|-c)>>31) << k // bit k set when c != 0, without a branch
+	// Two coefficients a step: independent multiplies in flight.
+	// Rounded to nearest (halves up: with 24 fractional bits an exact
+	// half is all but impossible, and needs no sign handling); the
+	// masks spare the bounds checks.
+	for k := 0; k < 64; k += 2 {
+		c0 := int32((int64(b[zigzag[k&63]&63])*recip[k&63] + 1<<(quantBits-1)) >> quantBits)
+		c1 := int32((int64(b[zigzag[(k+1)&63]&63])*recip[(k+1)&63] + 1<<(quantBits-1)) >> quantBits)
+		q[k&63], q[(k+1)&63] = c0, c1
+		// bits k and k+1 set where the values are not 0, without a branch
+		nonzero |= (uint64(uint32(c0|-c0)>>31) | uint64(uint32(c1|-c1)>>31)<<1) << k
 	}
 	dc, ac := &huffTables[2*t], &huffTables[2*t+1]
 	w := &e.bw
