@@ -136,15 +136,10 @@ func changeMarked(t *testing.T, s *Server, change func()) {
 	var before, now uint64
 	onlyViewer(s, func(v *client) { before = v.markedGen })
 	change()
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+	waitUntil(t, "the change was never captured", func() bool {
 		onlyViewer(s, func(v *client) { now = v.markedGen })
-		if now != before {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the change was never captured")
-		}
-	}
+		return now != before
+	})
 }
 
 // TestSlowLinkLowersQuality: a viewer behind a 256 KB/s pipe asks for

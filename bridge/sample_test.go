@@ -92,17 +92,11 @@ func sampling(s *Server, i int) (phase int, suspect bool, n int) {
 // captured waits until the screen has been captured more than n times.
 func (m *sharedScreen) captured(t *testing.T, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+	waitUntil(t, "the damage was never captured", func() bool {
 		m.mu.Lock()
-		k := m.shared
-		m.mu.Unlock()
-		if k > n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the damage was never captured")
-		}
-	}
+		defer m.mu.Unlock()
+		return m.shared > n
+	})
 }
 
 // TestSampledCapture: a big damaged box is compared on a row in 8 of

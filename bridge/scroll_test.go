@@ -162,17 +162,11 @@ func (m *memScreen) setFrame(f *Frame, y0, y1 int) {
 // then a moment for it to mark the viewers.
 func (m *memScreen) settle(t *testing.T, n int) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+	waitUntil(t, "the capture loop did not take the change in", func() bool {
 		m.mu.Lock()
-		done := m.captures > n
-		m.mu.Unlock()
-		if done {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the capture loop did not take the change in")
-		}
-	}
+		defer m.mu.Unlock()
+		return m.captures > n
+	})
 	time.Sleep(5 * time.Millisecond)
 }
 

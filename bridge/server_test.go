@@ -181,6 +181,17 @@ func dialRFB(t *testing.T, s *Server, version, password string, o ConnOptions) *
 	return c
 }
 
+// waitUntil checks done every millisecond until it holds, and fails the
+// test with what if it does not within 5 s.
+func waitUntil(t *testing.T, what string, done func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !done(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal(what)
+		}
+	}
+}
+
 func (c *rfbClient) read(n int) []byte {
 	c.t.Helper()
 	b := make([]byte, n)
