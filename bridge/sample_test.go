@@ -3,6 +3,7 @@ package bridge
 import (
 	"errors"
 	"image"
+	"slices"
 	"testing"
 	"time"
 )
@@ -16,6 +17,11 @@ type sharedScreen struct {
 	buf    []byte
 	fail   error // returned before fn runs, when set
 	shared int   // CaptureShared calls whose fn has returned
+	// after, when set, runs once fn has returned and before the capture
+	// is counted, in the capture goroutine: it sees what that capture
+	// did before a later one (the suspects' full compare, verifyQuiet
+	// on) changes it, however late the test gets to look.
+	after func()
 }
 
 func newSharedScreen(w, h int) *sharedScreen {
@@ -36,8 +42,12 @@ func (s *sharedScreen) CaptureShared(r image.Rectangle, fn func(pix []byte, stri
 		i := y*s.f.Stride + 4*r.Min.X
 		copy(s.buf[y*stride+4*r.Min.X:], s.f.Pix[i:i+4*r.Dx()])
 	}
+	after := s.after
 	s.mu.Unlock()
 	fn(s.buf[:r.Max.Y*stride+4*r.Min.X], stride) // as x11 does, the screen stays locked for captures only
+	if after != nil {
+		after()
+	}
 	s.mu.Lock()
 	s.shared++ // counted once compared: tests then read what it found
 	s.mu.Unlock()
@@ -89,6 +99,39 @@ func sampling(s *Server, i int) (phase int, suspect bool, n int) {
 	return s.sample.phase, i < len(s.sample.suspect) && s.sample.suspect[i], s.sample.n
 }
 
+// suspectsSeen is the sampler as each shared capture left it.
+type suspectsSeen struct {
+	suspect []bool
+	n       int
+}
+
+// recordSuspects notes the sampler's suspects after every shared
+// capture of m by s; the k-th capture (from 1) is (*seen)[k-1], read
+// under m.mu.
+func (m *sharedScreen) recordSuspects(s *Server) *[]suspectsSeen {
+	seen := new([]suspectsSeen)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.after = func() {
+		s.mu.RLock()
+		got := suspectsSeen{slices.Clone(s.sample.suspect), s.sample.n}
+		s.mu.RUnlock()
+		m.mu.Lock()
+		*seen = append(*seen, got)
+		m.mu.Unlock()
+	}
+	return seen
+}
+
+// suspectAfter returns whether tile i was a suspect, and how many there
+// were, after the (n+1)-th shared capture (the first after n of them).
+func (m *sharedScreen) suspectAfter(seen *[]suspectsSeen, n, i int) (bool, int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	got := (*seen)[n]
+	return i < len(got.suspect) && got.suspect[i], got.n
+}
+
 // captured waits until the screen has been captured more than n times.
 func (m *sharedScreen) captured(t *testing.T, n int) {
 	t.Helper()
@@ -106,6 +149,7 @@ func (m *sharedScreen) captured(t *testing.T, n int) {
 func TestSampledCapture(t *testing.T) {
 	scr := newSharedScreen(512, 384)
 	s := newTestServer(t, scr, "")
+	seen := scr.recordSuspects(s)
 	c := dialRFB(t, s, version38, "", ConnOptions{})
 	c.setPixelFormat(noVNCFormat)
 	c.setEncodings(EncTight)
@@ -133,7 +177,7 @@ func TestSampledCapture(t *testing.T) {
 	t0 := time.Now()
 	scr.damage <- whole // as Chromium: the whole window
 	scr.captured(t, n)
-	if _, suspect, k := sampling(s, 2*cols+1); !suspect || k != cols*6 {
+	if suspect, k := scr.suspectAfter(seen, n, 2*cols+1); !suspect || k != cols*6 {
 		t.Fatalf("after a sampled capture: tile a suspect %v, %d suspects; want true, %d", suspect, k, cols*6)
 	}
 	c.request(true)
@@ -161,7 +205,7 @@ func TestSampledCapture(t *testing.T) {
 	scr.mu.Unlock()
 	scr.damage <- whole
 	scr.captured(t, n)
-	if _, suspect, k := sampling(s, cols+3); suspect || k != cols*6-1 {
+	if suspect, k := scr.suspectAfter(seen, n, cols+3); suspect || k != cols*6-1 {
 		t.Fatalf("inked tile a suspect %v, %d suspects; want false, %d", suspect, k, cols*6-1)
 	}
 	c.request(true)
