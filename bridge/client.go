@@ -520,17 +520,11 @@ func (c *client) writeLoop(ctx context.Context) error {
 		if sh != nil {
 			sh.idx, sh.versions = sh.idx[:len(send)], sh.versions[:len(send)]
 		}
-		var trailer []byte
-		if push { // counted in flight only now that it is sent
-			c.mu.Lock()
-			trailer = c.pushed() // a fence request: its answer frees the slot
-			c.mu.Unlock()
-		}
 		if encoding != c.sent {
 			c.s.log.Debug("viewer encoding", "encoding", encodingName(encoding), "jpeg_quality", c.enc.quality, "bpp", c.enc.pw.pf.BPP)
 			c.sent = encoding
 		}
-		if err := c.sendUpdate(send, encoding, cursor, cp, trailer, sh); err != nil {
+		if err := c.sendUpdate(send, encoding, cursor, cp, push, sh); err != nil {
 			return err
 		}
 		// Which tiles the viewer now has as JPEG: those wait for the
@@ -644,8 +638,9 @@ func (c *client) choose() int32 {
 }
 
 // sendUpdate writes a FramebufferUpdate (§7.6.1): u8 0, pad, u16 n, then
-// per rectangle u16 x, y, w, h, s32 encoding and its body.
-func (c *client) sendUpdate(rects []Rect, encoding int32, cursor *cursorShape, cp *scroll, trailer []byte, sh *sharing) error {
+// per rectangle u16 x, y, w, h, s32 encoding and its body. A pushed one
+// (push) may be followed by a fence request (flow.go).
+func (c *client) sendUpdate(rects []Rect, encoding int32, cursor *cursorShape, cp *scroll, push bool, sh *sharing) error {
 	be := binary.BigEndian
 	n := len(rects)
 	if cursor != nil {
@@ -679,9 +674,14 @@ func (c *client) sendUpdate(rects []Rect, encoding int32, cursor *cursorShape, c
 	} else {
 		c.out = c.enc.appendRects(c.out, c.snap.Frame, rects, encoding, sh)
 	}
-	c.out = append(c.out, trailer...)
 	c.mu.Lock()
-	c.rate.sent(len(c.out), time.Now())
+	now := time.Now()
+	if !push { // answered by the viewer's next request
+		c.rate.sent(len(c.out), now)
+	} else if fence, batch := c.flow.fenceDue(len(c.out), now); fence {
+		c.out = append(c.out, c.pushed()...) // in flight until answered
+		c.rate.sent(batch, now)
+	}
 	c.mu.Unlock()
 	if _, err := c.bw.Write(c.out); err != nil {
 		return err

@@ -121,3 +121,108 @@ func TestContinuousUpdatesNeedTheOffer(t *testing.T) {
 		t.Fatal("EnableContinuousUpdates without the offer was accepted")
 	}
 }
+
+func TestFenceDue(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	type push struct {
+		bytes int
+		at    time.Duration // after t0
+		fence bool
+		batch int // bytes the fence acknowledges
+	}
+	for _, tc := range []struct {
+		name   string
+		pushes []push
+	}{
+		{"the first is fenced", []push{{100, 0, true, 100}}},
+		{"small ones wait for the bytes", []push{
+			{100, 0, true, 100},
+			{6 << 10, time.Millisecond, false, 0},
+			{6 << 10, 2 * time.Millisecond, false, 0},
+			{4<<10 - 1, 3 * time.Millisecond, false, 0},
+			{1, 4 * time.Millisecond, true, 16 << 10},
+			{10, 5 * time.Millisecond, false, 0},
+		}},
+		{"or for the gap", []push{
+			{100, 0, true, 100},
+			{200, fenceMaxGap - 1, false, 0},
+			{300, fenceMaxGap, true, 500},
+			{10, fenceMaxGap + 1, false, 0},
+		}},
+		{"a big one is fenced at once", []push{
+			{100, 0, true, 100},
+			{fenceMinBytes, time.Millisecond, true, fenceMinBytes},
+			{fenceMinBytes + 1, 2 * time.Millisecond, true, fenceMinBytes + 1},
+		}},
+		{"a clock stepping back waits for the bytes", []push{
+			{100, time.Hour, true, 100},
+			{100, 0, false, 0},
+			{fenceMinBytes, 0, true, fenceMinBytes + 100},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var f flow
+			for i, p := range tc.pushes {
+				fence, batch := f.fenceDue(p.bytes, t0.Add(p.at))
+				if fence != p.fence || batch != p.batch {
+					t.Fatalf("push %d: fence %v acknowledging %d, want %v, %d", i, fence, batch, p.fence, p.batch)
+				}
+			}
+		})
+	}
+}
+
+// TestSmallPushedUpdatesShareAFence: pushed updates under fenceMinBytes
+// go without a fence request until the bytes add up or fenceMaxGap has
+// passed, and are not counted in flight: the fence that follows
+// acknowledges them all.
+func TestSmallPushedUpdatesShareAFence(t *testing.T) {
+	scr := newMemScreen(128, 64)
+	s := newTestServer(t, scr, "")
+	c := dialRFB(t, s, version38, "", ConnOptions{})
+	c.setEncodings(EncRaw, EncContinuousUpdates, EncFence)
+	c.expect(msgEndOfContUpdates)
+	c.request(false)
+	c.expect(msgFramebufferUpdate)
+	c.enableCU(true)
+	lastFence := func(at time.Time) { onlyViewer(s, func(v *client) { v.flow.fenced = at }) }
+	noFence := func(what string) {
+		t.Helper()
+		if typ, _, _, ok := c.serverMessage(300 * time.Millisecond); ok {
+			t.Fatalf("%s: message %d, want nothing", what, typ)
+		}
+	}
+
+	// Three 32×32 Raw updates (4 KiB each) within the gap: no fence, and
+	// none in flight, so none holds the next back.
+	for i, colour := range []uint32{0xff0000, 0x00ff00, 0x0000ff} {
+		lastFence(time.Now().Add(time.Hour)) // the gap has not passed
+		scr.paint(Rect{32 * i, 0, 32, 32}, colour)
+		c.expect(msgFramebufferUpdate)
+		noFence("a small update")
+	}
+	onlyViewer(s, func(v *client) {
+		if v.flow.inFlight != 0 {
+			t.Fatalf("%d updates in flight, want 0", v.flow.inFlight)
+		}
+	})
+	// The fourth makes 16 KiB: a fence follows it.
+	scr.paint(Rect{96, 0, 32, 32}, 0xffff00)
+	c.expect(msgFramebufferUpdate)
+	if flags, _ := c.expect(msgServerFence); flags&fenceRequest == 0 {
+		t.Fatalf("fence flags %#x", flags)
+	}
+	// A small one once the gap has passed is fenced too.
+	lastFence(time.Now().Add(-fenceMaxGap))
+	scr.paint(Rect{0, 32, 8, 8}, 0xffffff)
+	c.expect(msgFramebufferUpdate)
+	c.expect(msgServerFence)
+	onlyViewer(s, func(v *client) {
+		if v.flow.inFlight != 2 {
+			t.Fatalf("%d updates in flight, want the 2 fenced", v.flow.inFlight)
+		}
+	})
+	if !c.matches(scr) {
+		t.Fatal("pushed updates do not add up to the screen")
+	}
+}
