@@ -233,7 +233,7 @@ func (e endpoint) throughput(ctx context.Context, cmd string) (float64, float64,
 	if err := tc.readUntil(ctx, "__READY__"); err != nil {
 		return 0, 0, err
 	}
-	cpu0 := cpuSeconds(e.pid)
+	cpu0 := cpuOf(e.pid)
 	t0 := time.Now()
 	if err := tc.input(ctx, cmd+"; echo __E\"\"ND__\r"); err != nil {
 		return 0, 0, err
@@ -242,7 +242,7 @@ func (e endpoint) throughput(ctx context.Context, cmd string) (float64, float64,
 		return 0, 0, err
 	}
 	sec := time.Since(t0).Seconds()
-	return sec, cpuSeconds(e.pid) - cpu0, tc.input(ctx, "exit\r")
+	return sec, (cpuOf(e.pid) - cpu0).Seconds(), tc.input(ctx, "exit\r")
 }
 
 // echo types n characters one at a time and times each one's echo.
@@ -353,20 +353,4 @@ func rawShell(cmd string) (*os.File, *exec.Cmd, error) {
 
 func rusageSec(r syscall.Rusage) float64 {
 	return float64(r.Utime.Sec+r.Stime.Sec) + float64(r.Utime.Usec+r.Stime.Usec)/1e6
-}
-
-// cpuSeconds is a process's user+system CPU time from /proc.
-func cpuSeconds(pid int) float64 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(f) < 13 {
-		return 0
-	}
-	ut, _ := strconv.ParseFloat(f[11], 64)
-	st, _ := strconv.ParseFloat(f[12], 64)
-	return (ut + st) / 100 // USER_HZ
 }
