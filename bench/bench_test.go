@@ -71,7 +71,7 @@ func TestCPUOf(t *testing.T) {
 	pid := os.Getpid()
 	for _, burn := range []time.Duration{time.Millisecond, 3 * time.Millisecond, 25 * time.Millisecond, 104 * time.Millisecond} {
 		r0, c0 := self(), cpuOf(pid)
-		for x := 0; self()-r0 < burn; x++ {
+		for self()-r0 < burn {
 		}
 		c1, r1 := cpuOf(pid), self()
 		got, want := c1-c0, r1-r0

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -423,10 +422,8 @@ func cpuOf(pids ...int) time.Duration {
 	var total time.Duration
 	for _, pid := range pids {
 		var ts unix.Timespec
-		if err := unix.ClockGettime(processClock(pid), &ts); err == nil {
+		if unix.ClockGettime(processClock(pid), &ts) == nil { // else gone
 			total += time.Duration(ts.Nano())
-		} else { // a kernel without per-process clocks: ticks
-			total += ticksCPU(pid)
 		}
 	}
 	return total
@@ -435,22 +432,6 @@ func cpuOf(pids ...int) time.Duration {
 // processClock is the clock id of pid's CPU time (the kernel's
 // MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED), as glibc builds it).
 func processClock(pid int) int32 { return int32(^pid<<3 | 2) }
-
-// ticksCPU is pid's user and system time from /proc/PID/stat.
-func ticksCPU(pid int) time.Duration {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	// Fields after the command name, which is in parentheses.
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	if len(f) <= 12 {
-		return 0
-	}
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	s, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(u+s) * time.Second / 100 // USER_HZ
-}
 
 // marker is a small override-redirect X window whose colour the bench
 // flips, timing from the flip (after an X round trip) to each viewer
