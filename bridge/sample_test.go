@@ -22,6 +22,7 @@ type sharedScreen struct {
 	// did before a later one (the suspects' full compare, verifyQuiet
 	// on) changes it, however late the test gets to look.
 	after func()
+	seen  []suspectsSeen // the sampler after each capture, once recordSuspects is on
 }
 
 func newSharedScreen(w, h int) *sharedScreen {
@@ -105,11 +106,9 @@ type suspectsSeen struct {
 	n       int
 }
 
-// recordSuspects notes the sampler's suspects after every shared
-// capture of m by s; the k-th capture (from 1) is (*seen)[k-1], read
-// under m.mu.
-func (m *sharedScreen) recordSuspects(s *Server) *[]suspectsSeen {
-	seen := new([]suspectsSeen)
+// recordSuspects notes the sampler's suspects in m.seen after every
+// shared capture of m by s: the k-th capture (from 1) is m.seen[k-1].
+func (m *sharedScreen) recordSuspects(s *Server) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.after = func() {
@@ -117,18 +116,17 @@ func (m *sharedScreen) recordSuspects(s *Server) *[]suspectsSeen {
 		got := suspectsSeen{slices.Clone(s.sample.suspect), s.sample.n}
 		s.mu.RUnlock()
 		m.mu.Lock()
-		*seen = append(*seen, got)
+		m.seen = append(m.seen, got)
 		m.mu.Unlock()
 	}
-	return seen
 }
 
 // suspectAfter returns whether tile i was a suspect, and how many there
 // were, after the (n+1)-th shared capture (the first after n of them).
-func (m *sharedScreen) suspectAfter(seen *[]suspectsSeen, n, i int) (bool, int) {
+func (m *sharedScreen) suspectAfter(n, i int) (bool, int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	got := (*seen)[n]
+	got := m.seen[n]
 	return i < len(got.suspect) && got.suspect[i], got.n
 }
 
@@ -149,7 +147,7 @@ func (m *sharedScreen) captured(t *testing.T, n int) {
 func TestSampledCapture(t *testing.T) {
 	scr := newSharedScreen(512, 384)
 	s := newTestServer(t, scr, "")
-	seen := scr.recordSuspects(s)
+	scr.recordSuspects(s)
 	c := dialRFB(t, s, version38, "", ConnOptions{})
 	c.setPixelFormat(noVNCFormat)
 	c.setEncodings(EncTight)
@@ -177,7 +175,7 @@ func TestSampledCapture(t *testing.T) {
 	t0 := time.Now()
 	scr.damage <- whole // as Chromium: the whole window
 	scr.captured(t, n)
-	if suspect, k := scr.suspectAfter(seen, n, 2*cols+1); !suspect || k != cols*6 {
+	if suspect, k := scr.suspectAfter(n, 2*cols+1); !suspect || k != cols*6 {
 		t.Fatalf("after a sampled capture: tile a suspect %v, %d suspects; want true, %d", suspect, k, cols*6)
 	}
 	c.request(true)
@@ -205,7 +203,7 @@ func TestSampledCapture(t *testing.T) {
 	scr.mu.Unlock()
 	scr.damage <- whole
 	scr.captured(t, n)
-	if suspect, k := scr.suspectAfter(seen, n, cols+3); suspect || k != cols*6-1 {
+	if suspect, k := scr.suspectAfter(n, cols+3); suspect || k != cols*6-1 {
 		t.Fatalf("inked tile a suspect %v, %d suspects; want false, %d", suspect, k, cols*6-1)
 	}
 	c.request(true)
