@@ -1,0 +1,114 @@
+// Package rawconn reads and writes sockets without telling the Go
+// scheduler a system call is under way.
+//
+// Every read or write of a net.Conn goes through the runtime's
+// entersyscall, and when the process has been idle that wakes the
+// runtime's monitor thread (sysmon) from its deep sleep; it then polls
+// every 20 µs for as long as any goroutine runs. On a desktop that sends
+// a small update per keystroke that polling was more than half of
+// deskd's thread switches, and a thread switch is what an update costs
+// most under a hypervisor. A read or write of a non-blocking socket
+// returns at once (EAGAIN when it would block), so it needs none of
+// that: here it is made with a raw system call inside the connection's
+// own RawConn, which still parks the goroutine in the network poller
+// until the socket is ready and still honours deadlines and Close.
+package rawconn
+
+import (
+	"io"
+	"net"
+	"os"
+	"syscall"
+	"unsafe"
+)
+
+// Conn is a net.Conn whose Read and Write are raw system calls.
+type Conn struct {
+	net.Conn
+	rc syscall.RawConn
+}
+
+// Wrap returns c reading and writing with raw system calls when c is a
+// socket of the net package (TCP, Unix), else c itself.
+func Wrap(c net.Conn) net.Conn {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return c
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return c
+	}
+	return &Conn{Conn: c, rc: rc}
+}
+
+// Read reads what the socket has, waiting in the poller when it has
+// nothing. A closed peer is io.EOF.
+func (c *Conn) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	var (
+		n     int
+		errno syscall.Errno
+	)
+	err := c.rc.Read(func(fd uintptr) bool {
+		for {
+			r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+			switch e {
+			case syscall.EINTR:
+				continue
+			case syscall.EAGAIN:
+				return false // wait until readable
+			}
+			n, errno = int(r), e
+			return true
+		}
+	})
+	switch {
+	case err != nil:
+		return 0, err
+	case errno != 0:
+		return 0, &net.OpError{Op: "read", Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: os.NewSyscallError("read", errno)}
+	case n == 0:
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// Write writes all of p, waiting in the poller while the socket's
+// buffer is full.
+func (c *Conn) Write(p []byte) (int, error) {
+	total := 0
+	for len(p) > 0 {
+		var (
+			n     int
+			errno syscall.Errno
+		)
+		err := c.rc.Write(func(fd uintptr) bool {
+			for {
+				r, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+				switch e {
+				case syscall.EINTR:
+					continue
+				case syscall.EAGAIN:
+					return false // wait until writable
+				}
+				n, errno = int(r), e
+				return true
+			}
+		})
+		if err != nil {
+			return total, err
+		}
+		if errno != 0 {
+			return total, &net.OpError{Op: "write", Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: os.NewSyscallError("write", errno)}
+		}
+		if n <= 0 { // a socket never does this; a loop must not spin on it
+			return total, io.ErrShortWrite
+		}
+		total += n
+		p = p[n:]
+	}
+	return total, nil
+}
