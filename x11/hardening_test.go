@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -179,5 +180,24 @@ func TestXAuthority(t *testing.T) {
 	if err != nil {
 		t.Fatalf("xgb with the cookie: %v", err)
 	}
-	s.Close()
+	defer s.Close()
+	// The capture connection (shmconn.go) presents the cookie too.
+	if s.shmc == nil {
+		t.Fatal("no MIT-SHM capture connection with the cookie")
+	}
+	if err := s.CaptureShared(image.Rect(0, 0, 640, 480), func([]byte, int) {}); err != nil {
+		t.Fatalf("capture with the cookie: %v", err)
+	}
+	c2, err := dialSHM(x.Display, s.shmOp, s.shmID)
+	if err != nil {
+		t.Fatalf("a second capture connection with the cookie: %v", err)
+	}
+	c2.Close()
+	t.Setenv("XAUTHORITY", other)
+	if c, err := dialSHM(x.Display, s.shmOp, s.shmID); err == nil || !strings.Contains(err.Error(), "refused") {
+		if c != nil {
+			c.Close()
+		}
+		t.Fatalf("a capture connection with another cookie: %v, want refused", err)
+	}
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/jezek/xgb"
 	"github.com/jezek/xgb/damage"
 	"github.com/jezek/xgb/randr"
-	"github.com/jezek/xgb/shm"
 	"github.com/jezek/xgb/xfixes"
 	"github.com/jezek/xgb/xproto"
 	"github.com/jezek/xgb/xtest"
@@ -35,10 +34,12 @@ type Screen struct {
 	randr    bool       // RANDR 1.2+: Resize works
 	resizeMu sync.Mutex // one Resize at a time
 
-	capMu sync.Mutex // one capture at a time (the SHM segment is shared)
-	seg   shm.Seg
-	shmID int
-	shmem []byte // nil: GetImage
+	capMu    sync.Mutex // one capture at a time (the SHM segment is shared)
+	shmOp    byte       // MIT-SHM's major opcode
+	shmID    int
+	shmem    []byte   // nil: GetImage
+	shmc     *shmConn // nil after a broken stream: dialled again
+	shmDials int      // connections made, for the tests
 
 	damage   chan image.Rectangle
 	cursorCh chan struct{}
@@ -91,6 +92,27 @@ func useExtension(c *xgb.Conn, name string, initFn func(*xgb.Conn) error) error 
 	return nil
 }
 
+// connect opens xgb's connection to display. A local display's socket is
+// dialled here, with raw reads and writes (rawconn: the damage events
+// that start every update then do not wake the Go runtime's monitor
+// thread). xgb then finds the cookie for an unnamed display: when that
+// fails (an Xauthority with per-display entries only) xgb dials itself.
+func connect(display string, log *slog.Logger) (*xgb.Conn, error) {
+	if _, scr, ok := strings.Cut(display, "."); ok && scr != "0" {
+		return xgb.NewConnDisplay(display) // xgb over its own socket is on screen 0
+	}
+	conn, _, err := dialLocal(display)
+	if err == nil {
+		c, err := xgb.NewConnNet(conn)
+		if err == nil {
+			return c, nil
+		}
+		conn.Close()
+		log.Info("X connection over a raw socket refused; letting xgb dial", "err", err)
+	}
+	return xgb.NewConnDisplay(display)
+}
+
 // OpenScreen connects to display and prepares capture, damage and input.
 // The extensions are initialised and their versions queried before any
 // concurrent use (a request before QueryVersion gets BadRequest).
@@ -98,7 +120,7 @@ func OpenScreen(display string, log *slog.Logger) (*Screen, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	c, err := xgb.NewConnDisplay(display)
+	c, err := connect(display, log)
 	if err != nil {
 		return nil, fmt.Errorf("x11: connect %s: %w", display, err)
 	}
@@ -172,14 +194,16 @@ func OpenScreen(display string, log *slog.Logger) (*Screen, error) {
 	return s, nil
 }
 
-// openSHM attaches a segment big enough for the whole screen. It fails
-// when the X server does not share our IPC namespace.
+// openSHM attaches a segment big enough for the whole screen on a
+// connection of its own (shmconn.go). It fails when the X server does not
+// share our IPC namespace.
 func (s *Screen) openSHM() error {
-	if err := useExtension(s.c, "MIT-SHM", shm.Init); err != nil {
+	rep, err := xproto.QueryExtension(s.c, uint16(len("MIT-SHM")), "MIT-SHM").Reply()
+	if err != nil {
 		return err
 	}
-	if _, err := shm.QueryVersion(s.c).Reply(); err != nil {
-		return err
+	if !rep.Present {
+		return errors.New("no MIT-SHM extension on this X server")
 	}
 	// Big enough for the largest size RANDR allows, so that a resize
 	// needs no new segment (untouched pages cost nothing).
@@ -208,17 +232,16 @@ func (s *Screen) openSHM() error {
 			s.log.Info("cannot give the SHM segment to the X server's user", "uid", uid, "err", err)
 		}
 	}
-	seg, err := shm.NewSegId(s.c)
-	if err == nil {
-		err = shm.AttachChecked(s.c, seg, uint32(id), false).Check()
-	}
-	// Marked for removal now: it goes away when both sides detach.
-	unix.SysvShmCtl(id, unix.IPC_RMID, nil)
+	c, err := dialSHM(s.display, rep.MajorOpcode, id)
 	if err != nil {
+		unix.SysvShmCtl(id, unix.IPC_RMID, nil)
 		unix.SysvShmDetach(mem)
-		return fmt.Errorf("attach: %w", err)
+		return err
 	}
-	s.seg, s.shmID, s.shmem = seg, id, mem
+	// Marked for removal now: it goes away when both sides detach (Linux
+	// still lets a new connection attach it, after a broken one).
+	unix.SysvShmCtl(id, unix.IPC_RMID, nil)
+	s.shmOp, s.shmID, s.shmem, s.shmc, s.shmDials = rep.MajorOpcode, id, mem, c, 1
 	return nil
 }
 
@@ -376,9 +399,30 @@ func (s *Screen) CaptureShared(r image.Rectangle, fn func(pix []byte, stride int
 	}
 	s.capMu.Lock()
 	defer s.capMu.Unlock()
-	if _, err := shm.GetImage(s.c, xproto.Drawable(s.root), int16(r.Min.X), int16(r.Min.Y), uint16(r.Dx()), uint16(r.Dy()),
-		0xffffffff, xproto.ImageFormatZPixmap, s.seg, uint32(off)).Reply(); err != nil {
-		return fmt.Errorf("x11: shm capture: %w", err)
+	// A broken stream is dialled again, and the capture tried once more
+	// on the new connection: a caller that saw an error would give up
+	// shared capture for good.
+	for try := 1; ; try++ {
+		if s.shmc == nil {
+			c, err := dialSHM(s.display, s.shmOp, s.shmID)
+			if err != nil {
+				return err
+			}
+			s.shmc = c
+			s.shmDials++
+		}
+		err := s.shmc.getImage(uint32(s.root), r.Min.X, r.Min.Y, r.Dx(), r.Dy(), uint32(off))
+		if err == nil {
+			break
+		}
+		if xe := (*xError)(nil); errors.As(err, &xe) {
+			return err // the connection is still in step
+		}
+		s.shmc.Close()
+		s.shmc = nil
+		if try == 2 {
+			return err
+		}
 	}
 	fn(s.shmem[:end], stride)
 	return nil
@@ -389,6 +433,12 @@ func (s *Screen) Close() error {
 	s.c.Close()
 	<-s.done
 	s.wg.Wait()
+	s.capMu.Lock()
+	if s.shmc != nil {
+		s.shmc.Close()
+		s.shmc = nil
+	}
+	s.capMu.Unlock()
 	if s.shmem != nil {
 		unix.SysvShmDetach(s.shmem)
 	}
