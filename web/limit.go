@@ -3,6 +3,8 @@ package web
 import (
 	"net"
 	"sync"
+
+	"github.com/cubepod/deskd/rawconn"
 )
 
 // LimitListener returns a listener that keeps at most n connections of
@@ -30,7 +32,9 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		<-l.sem
 		return nil, err
 	}
-	return &limitConn{Conn: c, release: func() { <-l.sem }}, nil
+	// Raw reads and writes (rawconn): a viewer's updates do not wake the
+	// Go runtime's monitor thread.
+	return &limitConn{Conn: rawconn.Wrap(c), release: func() { <-l.sem }}, nil
 }
 
 func (l *limitListener) Close() error {
