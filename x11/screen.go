@@ -404,6 +404,11 @@ func (s *Screen) CaptureShared(r image.Rectangle, fn func(pix []byte, stride int
 	// shared capture for good.
 	for try := 1; ; try++ {
 		if s.shmc == nil {
+			select {
+			case <-s.done: // closed, or the X server is gone
+				return errors.New("x11: shm capture: screen closed")
+			default:
+			}
 			c, err := dialSHM(s.display, s.shmOp, s.shmID)
 			if err != nil {
 				return err

@@ -287,9 +287,19 @@ func TestSHMConnRedials(t *testing.T) {
 	if err := s.Capture(r, got, 320*4); err != nil || !bytes.Equal(got, want) || s.shmDials != 2 {
 		t.Fatalf("after an X error: %v, same picture %v, %d connections made", err, bytes.Equal(got, want), s.shmDials)
 	}
-	// With the X server gone, a capture fails (once more dialled, in vain).
+	// With the X server gone, a capture fails, and once the screen knows
+	// it is gone no capture dials again.
 	x.Stop(t.Context(), 5*time.Second)
 	if err := s.CaptureShared(r, func([]byte, int) { t.Error("captured with no X server") }); err == nil {
 		t.Fatal("capture with no X server did not fail")
+	}
+	select {
+	case <-s.done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the screen did not notice its X server went away")
+	}
+	dials := s.shmDials
+	if err := s.CaptureShared(r, func([]byte, int) {}); err == nil || !strings.Contains(err.Error(), "screen closed") || s.shmDials != dials {
+		t.Fatalf("capture on a gone screen: %v, %d connections made (was %d)", err, s.shmDials, dials)
 	}
 }
