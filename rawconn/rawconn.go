@@ -48,18 +48,48 @@ func (c *Conn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
+	n, err := c.call(c.rc.Read, syscall.SYS_READ, "read", p)
+	if err == nil && n == 0 {
+		return 0, io.EOF
+	}
+	return n, err
+}
+
+// Write writes all of p, waiting in the poller while the socket's
+// buffer is full.
+func (c *Conn) Write(p []byte) (int, error) {
+	total := 0
+	for len(p) > 0 {
+		n, err := c.call(c.rc.Write, syscall.SYS_WRITE, "write", p)
+		if err != nil {
+			return total, err
+		}
+		if n <= 0 { // a socket never does this; a loop must not spin on it
+			return total, io.ErrShortWrite
+		}
+		total += n
+		p = p[n:]
+	}
+	return total, nil
+}
+
+// call makes the raw system call trap (read or write) on p once the
+// socket is ready, through wait (the RawConn's Read or Write, which
+// parks the goroutine in the poller while the call says EAGAIN); EINTR
+// is retried at once.
+func (c *Conn) call(wait func(func(uintptr) bool) error, trap uintptr, op string, p []byte) (int, error) {
 	var (
 		n     int
 		errno syscall.Errno
 	)
-	err := c.rc.Read(func(fd uintptr) bool {
+	err := wait(func(fd uintptr) bool {
 		for {
-			r, _, e := syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
+			r, _, e := syscall.RawSyscall(trap, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
 			switch e {
 			case syscall.EINTR:
 				continue
 			case syscall.EAGAIN:
-				return false // wait until readable
+				return false // wait until ready
 			}
 			n, errno = int(r), e
 			return true
@@ -69,46 +99,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 	case err != nil:
 		return 0, err
 	case errno != 0:
-		return 0, &net.OpError{Op: "read", Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: os.NewSyscallError("read", errno)}
-	case n == 0:
-		return 0, io.EOF
+		return 0, &net.OpError{Op: op, Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: os.NewSyscallError(op, errno)}
 	}
 	return n, nil
-}
-
-// Write writes all of p, waiting in the poller while the socket's
-// buffer is full.
-func (c *Conn) Write(p []byte) (int, error) {
-	total := 0
-	for len(p) > 0 {
-		var (
-			n     int
-			errno syscall.Errno
-		)
-		err := c.rc.Write(func(fd uintptr) bool {
-			for {
-				r, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
-				switch e {
-				case syscall.EINTR:
-					continue
-				case syscall.EAGAIN:
-					return false // wait until writable
-				}
-				n, errno = int(r), e
-				return true
-			}
-		})
-		if err != nil {
-			return total, err
-		}
-		if errno != 0 {
-			return total, &net.OpError{Op: "write", Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: os.NewSyscallError("write", errno)}
-		}
-		if n <= 0 { // a socket never does this; a loop must not spin on it
-			return total, io.ErrShortWrite
-		}
-		total += n
-		p = p[n:]
-	}
-	return total, nil
 }
