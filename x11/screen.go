@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"image"
 	"log/slog"
-	"net"
 	"os"
 	"strings"
 	"sync"
@@ -306,31 +305,24 @@ func queueDamage(q chan image.Rectangle, r, screen image.Rectangle) {
 // serverCred returns the user and group of the X server of display, from
 // its local socket (SO_PEERCRED).
 func serverCred(display string) (uint32, uint32, error) {
-	n := strings.TrimPrefix(display, ":")
-	if i := strings.IndexByte(n, '.'); i >= 0 {
-		n = n[:i]
+	c, _, err := dialSocket(display)
+	if err != nil {
+		return 0, 0, err
 	}
-	for _, path := range []string{"@/tmp/.X11-unix/X" + n, "/tmp/.X11-unix/X" + n} {
-		c, err := net.Dial("unix", path)
-		if err != nil {
-			continue
-		}
-		defer c.Close()
-		raw, err := c.(*net.UnixConn).SyscallConn()
-		if err != nil {
-			return 0, 0, err
-		}
-		var cred *unix.Ucred
-		var serr error
-		if err := raw.Control(func(fd uintptr) { cred, serr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) }); err != nil {
-			return 0, 0, err
-		}
-		if serr != nil {
-			return 0, 0, serr
-		}
-		return cred.Uid, cred.Gid, nil
+	defer c.Close()
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return 0, 0, err
 	}
-	return 0, 0, fmt.Errorf("x11: no local socket for display %s", display)
+	var cred *unix.Ucred
+	var serr error
+	if err := raw.Control(func(fd uintptr) { cred, serr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) }); err != nil {
+		return 0, 0, err
+	}
+	if serr != nil {
+		return 0, 0, serr
+	}
+	return cred.Uid, cred.Gid, nil
 }
 
 // Size is the screen size in pixels.

@@ -62,21 +62,30 @@ func dialSHM(display string, opcode byte, shmid int) (*shmConn, error) {
 	return c, nil
 }
 
-// dialLocal connects to the local socket of display (abstract first, as
-// Xlib does) and returns it with raw reads and writes (rawconn), and the
-// display's number.
+// dialLocal connects to the local socket of display (dialSocket) and
+// returns it with raw reads and writes (rawconn), and the display's
+// number.
 func dialLocal(display string) (net.Conn, string, error) {
+	c, num, err := dialSocket(display)
+	if err != nil {
+		return nil, "", err
+	}
+	return rawconn.Wrap(c), num, nil
+}
+
+// dialSocket connects to the local socket of display, the abstract one
+// first as Xlib does, and returns it with the display's number.
+func dialSocket(display string) (*net.UnixConn, string, error) {
 	num, err := displayNumber(display)
 	if err != nil {
 		return nil, "", err
 	}
-	var conn net.Conn
 	for _, path := range []string{"@/tmp/.X11-unix/X" + num, "/tmp/.X11-unix/X" + num} {
-		if conn, err = net.DialTimeout("unix", path, shmTimeout); err == nil {
-			return rawconn.Wrap(conn), num, nil
+		if c, err := net.DialTimeout("unix", path, shmTimeout); err == nil {
+			return c.(*net.UnixConn), num, nil
 		}
 	}
-	return nil, "", err
+	return nil, "", fmt.Errorf("x11: no local socket for display %s", display)
 }
 
 // displayNumber is N of ":N" or ":N.S" (a local display: capture shares
