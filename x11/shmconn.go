@@ -35,12 +35,9 @@ type shmConn struct {
 // X protocol limits this reader enforces (a reply bigger than these is a
 // broken or hostile server, not a capture).
 const (
-	maxSkip     = 1 << 20 // extra bytes of an event or reply we skip
-	maxEvents   = 1 << 14 // events read while waiting for one reply
-	authMax     = 1 << 16 // bytes of Xauthority read
-	shmTimeout  = 5 * time.Second
-	cookieName  = "MIT-MAGIC-COOKIE-1"
-	familyLocal = 256
+	maxSkip    = 1 << 20 // extra bytes of an event or reply we skip
+	maxEvents  = 1 << 14 // events read while waiting for one reply
+	shmTimeout = 5 * time.Second
 )
 
 // dialSHM connects to display, authenticates as xgb does (the first
@@ -99,66 +96,6 @@ func displayNumber(display string) (string, error) {
 		return "", fmt.Errorf("x11: display %q is not a local display :N", display)
 	}
 	return n, nil
-}
-
-func authFile() string {
-	if f := os.Getenv("XAUTHORITY"); f != "" {
-		return f
-	}
-	if home := os.Getenv("HOME"); home != "" {
-		return home + "/.Xauthority"
-	}
-	return ""
-}
-
-// cookieFor reads the cookie for display number num on host from the
-// Xauthority file path; empty when there is none to present.
-func cookieFor(path, host, num string) (string, []byte) {
-	if path == "" {
-		return "", nil
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return "", nil
-	}
-	defer f.Close()
-	b, _ := io.ReadAll(io.LimitReader(f, authMax))
-	return findCookie(b, host, num)
-}
-
-// findCookie picks, from an Xauthority file's bytes, the first
-// MIT-MAGIC-COOKIE-1 entry for any host (Wild) or for this one (Local),
-// for display num or for any display. A truncated entry ends the search.
-func findCookie(b []byte, host, num string) (string, []byte) {
-	field := func() ([]byte, bool) {
-		if len(b) < 2 {
-			return nil, false
-		}
-		n := int(binary.BigEndian.Uint16(b))
-		if len(b) < 2+n {
-			return nil, false
-		}
-		f := b[2 : 2+n]
-		b = b[2+n:]
-		return f, true
-	}
-	for len(b) >= 2 {
-		family := binary.BigEndian.Uint16(b)
-		b = b[2:]
-		var fs [4][]byte // address, display, name, data
-		for i := range fs {
-			f, ok := field()
-			if !ok {
-				return "", nil
-			}
-			fs[i] = f
-		}
-		hostOK := family == familyWild || family == familyLocal && string(fs[0]) == host
-		if hostOK && (len(fs[1]) == 0 || string(fs[1]) == num) && string(fs[2]) == cookieName && len(fs[3]) == 16 {
-			return cookieName, fs[3]
-		}
-	}
-	return "", nil
 }
 
 // setup sends the connection setup, reads the server's answer (the
