@@ -24,7 +24,6 @@ func authEntry(family uint16, addr, disp, name string, data []byte) []byte {
 
 func TestFindCookie(t *testing.T) {
 	c1, c2 := bytes.Repeat([]byte{1}, 16), bytes.Repeat([]byte{2}, 16)
-	join := func(es ...[]byte) []byte { return bytes.Join(es, nil) }
 	tests := []struct {
 		name string
 		file []byte
@@ -76,6 +75,13 @@ func TestDisplayNumber(t *testing.T) {
 		}
 	}
 }
+
+// join concatenates a fake server's packets.
+func join(ps ...[]byte) []byte { return bytes.Join(ps, nil) }
+
+// attached is a server's good setup and its answer to the attach's round
+// trip: a connection ready to capture.
+func attached() []byte { return join(setupOK(0x400000, 0x1fffff), xReply(2, 0)) }
 
 // hang ends a fake server's script that stays open and says no more.
 const hang = "\x00hang"
@@ -141,8 +147,7 @@ func fakeX(t *testing.T, script []byte, timeout time.Duration) (*shmConn, error)
 }
 
 func TestSHMConnSetup(t *testing.T) {
-	join := func(es ...[]byte) []byte { return bytes.Join(es, nil) }
-	ok := join(setupOK(0x400000, 0x1fffff), xReply(2, 0))
+	ok := attached()
 	tests := []struct {
 		name    string
 		script  []byte
@@ -181,8 +186,7 @@ func TestSHMConnSetup(t *testing.T) {
 }
 
 func TestSHMConnGetImage(t *testing.T) {
-	join := func(es ...[]byte) []byte { return bytes.Join(es, nil) }
-	ok := join(setupOK(0x400000, 0x1fffff), xReply(2, 0))
+	ok := attached()
 	tests := []struct {
 		name   string
 		script []byte
@@ -232,7 +236,7 @@ func FuzzSHMConnReply(f *testing.F) {
 	f.Add(xErr(3, 8))
 	f.Add(xReply(3, 0xffffffff))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		script := append(append(setupOK(0x400000, 0x1fffff), xReply(2, 0)...), b...) // ends with a close (or a hang)
+		script := join(attached(), b) // ends with a close (or a hang)
 		c, err := fakeX(t, script, 100*time.Millisecond)
 		if err != nil {
 			t.Fatal(err)
