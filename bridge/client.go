@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -658,10 +657,11 @@ func (c *client) sendUpdate(rects []Rect, encoding int32, cursor *cursorShape, c
 	if cp != nil { // before any pixels: they are newer than what it moves
 		c.out = appendCopyRect(c.out, *cp)
 	}
-	if total := area(rects); encoding == EncTight && total >= parallelArea && len(rects) > 1 && runtime.GOMAXPROCS(0) > 1 {
+	if total := area(rects); encoding == EncTight && total >= parallelArea && len(rects) > 1 && c.s.cfg.Cores.N() > 1 {
 		// Two halves of equal area at once, each with its own Tight
 		// streams; appended in order, every stream still sees its data
 		// in order.
+		release := c.s.cfg.Cores.Widen()
 		half := splitArea(rects, total)
 		done := make(chan struct{})
 		go func() { // ends before sendUpdate goes on
@@ -670,6 +670,7 @@ func (c *client) sendUpdate(rects []Rect, encoding int32, cursor *cursorShape, c
 		}()
 		c.out = c.enc.appendRects(c.out, c.snap.Frame, rects[:half], encoding, sh.part(0, half))
 		<-done
+		release()
 		c.out = append(c.out, c.out2...)
 	} else {
 		c.out = c.enc.appendRects(c.out, c.snap.Frame, rects, encoding, sh)

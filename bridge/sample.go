@@ -10,16 +10,21 @@ import "time"
 // box is compared first on every sampleStep-th row of each tile, a
 // different row each capture: a tile whose sampled rows differ changed,
 // and is taken whole at once. The others are suspects: they are compared
-// in full once big damage has stopped for verifyQuiet, or verifyMax
-// after the first of them at the latest (a change between the sampled
-// rows, a one-pixel line, shows up at the next capture whose rows hit it,
-// or then). So the viewers always end up with the exact screen, and a
-// typed character, many rows of ink, goes at once.
+// in full once big damage has stopped for verifyQuiet. While it goes on,
+// the rows compared turn with each capture (the phase steps by 3 of 8),
+// so a change between the rows of one capture, a one-pixel line, is
+// found by a later one within sampleStep captures, in any tile the
+// damage keeps covering; every verifyMax the suspects that were not
+// sampled at every phase since the last time (the damage left them, or
+// came at some phases only) are compared in full. So the viewers always
+// end up with the exact screen, and a typed character, many rows of
+// ink, goes at once.
 const (
 	sampleStep    = 8         // a row in 8 of each tile is compared first
 	sampleMinArea = 256 * 256 // smaller boxes are compared in full
 	verifyQuiet   = 100 * time.Millisecond
 	verifyMax     = time.Second
+	allPhases     = 1<<sampleStep - 1
 )
 
 // sampler is the capture loop's (its fields under s.mu where the
@@ -27,8 +32,9 @@ const (
 type sampler struct {
 	phase   int       // the row of each sampleStep compared this capture
 	suspect []bool    // per tile: damaged, sampled rows unchanged, not compared in full since
+	phases  []uint8   // per suspect: bit p set when its rows at phase p were found unchanged this period
 	n       int       // suspects
-	first   time.Time // when the oldest suspect was noted
+	first   time.Time // when this period began: the oldest suspect was noted, or the last verifyMax
 	last    time.Time // the last capture that sampled
 }
 
@@ -36,14 +42,17 @@ type sampler struct {
 // size: it is captured in full).
 func (p *sampler) reset(tiles int) {
 	if len(p.suspect) != tiles {
-		p.suspect = make([]bool, tiles)
+		p.suspect, p.phases = make([]bool, tiles), make([]uint8, tiles)
 	} else {
 		clear(p.suspect)
+		clear(p.phases)
 	}
 	p.n = 0
 }
 
-func (p *sampler) mark(i int, now time.Time) {
+// mark notes that tile i's rows at phase were found unchanged.
+func (p *sampler) mark(i int, now time.Time, phase int) {
+	p.phases[i] |= 1 << phase
 	if p.suspect[i] {
 		return
 	}
@@ -57,6 +66,7 @@ func (p *sampler) mark(i int, now time.Time) {
 func (p *sampler) clear(i int) {
 	if p.suspect[i] {
 		p.suspect[i] = false
+		p.phases[i] = 0
 		p.n--
 	}
 }
@@ -74,31 +84,64 @@ func (p *sampler) due(now time.Time) (time.Duration, bool) {
 	return max(at.Sub(now), 0), true
 }
 
-// suspects returns the suspect tiles of a w×h framebuffer as rectangles.
-func (p *sampler) suspects(w, h int) []Rect {
+// verify returns, as rectangles of a w×h framebuffer, the suspect tiles
+// to compare in full now: all of them once big damage has been quiet
+// for verifyQuiet; else (verifyMax has passed) those not sampled at
+// every phase this period. The others begin a new period: each of their
+// rows was compared after any change made before it began, or will be
+// within it.
+func (p *sampler) verify(w, h int, now time.Time) []Rect {
+	quiet := !now.Before(p.last.Add(verifyQuiet))
 	cols := (w + tile - 1) / tile
 	var out []Rect
 	for i, b := range p.suspect {
-		if b {
-			tx, ty := i%cols*tile, i/cols*tile
-			out = append(out, Rect{tx, ty, min(tile, w-tx), min(tile, h-ty)})
+		if !b {
+			continue
 		}
+		if !quiet && p.phases[i] == allPhases {
+			p.phases[i] = 0
+			continue
+		}
+		tx, ty := i%cols*tile, i/cols*tile
+		out = append(out, Rect{tx, ty, min(tile, w-tx), min(tile, h-ty)})
+	}
+	if !quiet {
+		p.first = now
 	}
 	return out
 }
 
-// sampledDiffer reports whether tile t differs between a and b on its
-// rows t.Y+phase, t.Y+phase+sampleStep, ... (the X byte ignored).
-// A tile of fewer rows than phase (the screen's last) is compared on
-// row phase mod its height.
-func sampledDiffer(a, b *Frame, t Rect, phase int) bool {
-	for y := t.Y + phase%t.H; y < t.Y+t.H; y += sampleStep {
-		i, j := y*a.Stride+4*t.X, y*b.Stride+4*t.X
-		if !rowsEqual(a.Pix[i:i+4*t.W], b.Pix[j:j+4*t.W]) {
-			return true
+// sampleBox compares box (tile-aligned) of cur with old on the rows a
+// capture at phase samples, t.Y+phase, t.Y+phase+sampleStep, ... of each
+// tile t (phase mod its height for the screen's last row of tiles, when
+// shorter), the X byte ignored, and sets differs[j] for
+// each tile j of the box (row by row, box.W/tile a row) where they
+// differ; it returns how many of those rows were unchanged across the
+// whole box, of how many. An unchanged row is one compare at memory
+// speed; a tile found to differ is not compared again.
+func sampleBox(old, cur *Frame, box Rect, phase int, differs []bool) (same, rows int) {
+	cols := (box.W + tile - 1) / tile
+	clear(differs)
+	for ty := box.Y; ty < box.Y+box.H; ty += tile {
+		th := min(tile, box.Y+box.H-ty)
+		band := differs[(ty-box.Y)/tile*cols:][:cols]
+		for y := ty + phase%th; y < ty+th; y += sampleStep {
+			rows++
+			i, j := y*old.Stride+4*box.X, y*cur.Stride+4*box.X
+			if rowsEqual(old.Pix[i:i+4*box.W], cur.Pix[j:j+4*box.W]) {
+				same++
+				continue
+			}
+			for k := range band {
+				if band[k] {
+					continue
+				}
+				x0, x1 := 4*k*tile, 4*min((k+1)*tile, box.W)
+				band[k] = !rowsEqual(old.Pix[i+x0:i+x1], cur.Pix[j+x0:j+x1])
+			}
 		}
 	}
-	return false
+	return same, rows
 }
 
 // copyTile copies tile t from src to dst.

@@ -3,6 +3,7 @@ package bridge
 import (
 	"errors"
 	"image"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -55,40 +56,111 @@ func (s *sharedScreen) CaptureShared(r image.Rectangle, fn func(pix []byte, stri
 	return nil
 }
 
-func TestSampledDiffer(t *testing.T) {
-	a, b := NewFrame(128, 69), NewFrame(128, 69)
+// TestSampleBox: a box is compared on the rows of each tile a phase
+// picks; a tile differs when one of those rows does (the X byte aside),
+// and rows unchanged across the whole box are counted.
+func TestSampleBox(t *testing.T) {
+	a, b := NewFrame(192, 69), NewFrame(192, 69)
+	box := Rect{0, 0, 192, 69} // 3x2 tiles, the second row of tiles 5 rows high
 	for _, tc := range []struct {
 		name    string
-		tile    Rect
-		changed int // row changed in b (-1: none)
+		changed []int // rows changed in b, at x = 10 (tile 0 of its band) and x = 140 (tile 2)
 		xByte   bool
 		phase   int
-		want    bool
+		want    []int // tiles (of the box, row by row) found to differ
+		same    int   // rows unchanged of the 8+1 sampled
 	}{
-		{"unchanged", Rect{0, 0, 64, 64}, -1, false, 0, false},
-		{"sampled row", Rect{0, 0, 64, 64}, 16, false, 0, true},
-		{"row of another phase", Rect{0, 0, 64, 64}, 17, false, 0, false},
-		{"that phase", Rect{0, 0, 64, 64}, 17, false, 1, true},
-		{"last row, phase 7", Rect{0, 0, 64, 64}, 63, false, 7, true},
-		{"only the X byte", Rect{0, 0, 64, 64}, 16, true, 0, false},
-		{"other tile", Rect{64, 0, 64, 64}, 16, false, 0, false},
-		{"short tile: phase mod height", Rect{0, 64, 64, 5}, 66, false, 7, true},
-		{"short tile, other row", Rect{0, 64, 64, 5}, 67, false, 7, false},
+		{"unchanged", nil, false, 0, nil, 9},
+		{"sampled row", []int{16}, false, 0, []int{0, 2}, 8},
+		{"row of another phase", []int{17}, false, 0, nil, 9},
+		{"that phase", []int{17}, false, 1, []int{0, 2}, 8},
+		{"last row, phase 7", []int{63}, false, 7, []int{0, 2}, 8},
+		{"only the X byte", []int{16}, true, 0, nil, 9},
+		{"two rows, one tile each", []int{0, 8}, false, 0, []int{0, 2}, 7},
+		{"short tile: phase mod height", []int{66}, false, 7, []int{3, 5}, 8},
+		{"short tile, other row", []int{67}, false, 7, nil, 9},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			copy(b.Pix, a.Pix)
-			if tc.changed >= 0 {
-				i := tc.changed*b.Stride + 4*10
-				if tc.xByte {
-					b.Pix[i+3] ^= 0xff
-				} else {
-					b.Pix[i+1] ^= 0xff
+			for _, y := range tc.changed {
+				for _, x := range []int{10, 140} {
+					i := y*b.Stride + 4*x
+					if tc.xByte {
+						b.Pix[i+3] ^= 0xff
+					} else {
+						b.Pix[i+1] ^= 0xff
+					}
 				}
 			}
-			if got := sampledDiffer(a, b, tc.tile, tc.phase); got != tc.want {
-				t.Fatalf("sampledDiffer = %v, want %v", got, tc.want)
+			differs := make([]bool, 6)
+			for i := range differs {
+				differs[i] = true // left from an earlier box: cleared
+			}
+			same, rows := sampleBox(a, b, box, tc.phase, differs)
+			var got []int
+			for i, d := range differs {
+				if d {
+					got = append(got, i)
+				}
+			}
+			if !slices.Equal(got, tc.want) || same != tc.same || rows != 9 {
+				t.Fatalf("sampleBox: tiles %v, %d of %d rows unchanged; want %v, %d of 9", got, same, rows, tc.want, tc.same)
 			}
 		})
+	}
+}
+
+// TestSamplerVerify: once big damage is quiet every suspect is compared
+// in full; at verifyMax while it goes on, only those not sampled at
+// every phase since the last time, and the others start again.
+func TestSamplerVerify(t *testing.T) {
+	const w, h = 192, 64 // 3 tiles
+	t0 := time.Now()
+	var p sampler
+	p.reset(3)
+	for phase := range sampleStep {
+		p.mark(0, t0, phase) // tile 0: the damage covered it at every phase
+	}
+	p.mark(1, t0, 0) // tile 1: at some phases only
+	p.mark(1, t0, 2)
+	p.last = t0
+	tiles := func(rs []Rect) []int {
+		var out []int
+		for _, r := range rs {
+			out = append(out, r.X/tile)
+		}
+		return out
+	}
+	if d, ok := p.due(t0); !ok || d != verifyQuiet {
+		t.Fatalf("due %v %v, want %v", d, ok, verifyQuiet)
+	}
+	// Damage goes on (last is recent), verifyMax is reached.
+	now := t0.Add(verifyMax)
+	p.last = now.Add(-verifyQuiet / 2)
+	if got := tiles(p.verify(w, h, now)); !slices.Equal(got, []int{1}) {
+		t.Fatalf("at verifyMax under damage: compared %v, want [1]", got)
+	}
+	if !p.suspect[0] || p.phases[0] != 0 || !p.first.Equal(now) {
+		t.Fatalf("tile 0 after verifyMax: suspect %v, phases %b, period from %v; want true, 0, %v", p.suspect[0], p.phases[0], p.first, now)
+	}
+	p.clear(1) // as the full compare does
+	// The next period: tile 0 is sampled at half the phases only.
+	for _, phase := range []int{1, 3, 5, 7} {
+		p.mark(0, now, phase)
+	}
+	later := now.Add(verifyMax)
+	p.last = later.Add(-verifyQuiet / 2)
+	if got := tiles(p.verify(w, h, later)); !slices.Equal(got, []int{0}) {
+		t.Fatalf("a period with some phases: compared %v, want [0]", got)
+	}
+	// Quiet: everything, whatever its phases.
+	p.reset(3)
+	for phase := range sampleStep {
+		p.mark(2, later, phase)
+	}
+	p.last = later
+	if got := tiles(p.verify(w, h, later.Add(verifyQuiet))); !slices.Equal(got, []int{2}) {
+		t.Fatalf("quiet: compared %v, want [2]", got)
 	}
 }
 
@@ -264,5 +336,80 @@ func TestSharedCaptureFallsBack(t *testing.T) {
 	s.mu.RUnlock()
 	if !fellBack {
 		t.Fatal("the failed shared capture was not noted")
+	}
+}
+
+// TestSampledCaptureSearchesOnlyMoves: a big box repainted with most of
+// its sampled rows where they were (a typed glyph in a repainted
+// window) is not searched for a scroll, which would hash its rows; the
+// same box scrolled is searched, and the move goes as CopyRect.
+func TestSampledCaptureSearchesOnlyMoves(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	scr := newSharedScreen(512, 384)
+	fillRows(scr.f, 0, 384, rng)
+	s := newTestServer(t, scr, "")
+	c := dialRFB(t, s, version38, "", ConnOptions{})
+	c.setPixelFormat(noVNCFormat)
+	c.setEncodings(EncCopyRect, EncTight)
+	c.request(false)
+	c.update()
+	scr.captured(t, 0)
+	// Per capture, noted by the capture goroutine: whether it searched,
+	// the failed searches in a row and the suspects it left.
+	var searched []bool
+	fails, suspects := 0, 0
+	scr.mu.Lock()
+	base := scr.shared
+	scr.after = func() {
+		_, _, k := sampling(s, 0)
+		scr.mu.Lock()
+		searched, fails, suspects = append(searched, s.scrollSc.fresh), s.scrollSc.fails, k
+		scr.mu.Unlock()
+	}
+	scr.mu.Unlock()
+	whole := image.Rect(0, 0, 512, 384)
+	step := func(name string, change func(f *Frame), wantSearch bool) {
+		t.Helper()
+		// The suspects of the step before are compared in full first
+		// (a capture of their own, which searches nothing).
+		waitUntil(t, "suspects were never compared", func() bool {
+			scr.mu.Lock()
+			defer scr.mu.Unlock()
+			return len(searched) == scr.shared-base && suspects == 0
+		})
+		scr.mu.Lock()
+		n, from := scr.shared, len(searched)
+		change(scr.f)
+		scr.mu.Unlock()
+		scr.damage <- whole
+		scr.captured(t, n)
+		scr.mu.Lock()
+		got, failed := slices.Contains(searched[from:], true), fails
+		scr.mu.Unlock()
+		if got != wantSearch || failed != 0 {
+			t.Fatalf("%s: searched for a scroll %v, %d failures in a row; want %v, 0", name, got, failed, wantSearch)
+		}
+		for range 20 {
+			if c.matches(scr.memScreen) {
+				return
+			}
+			c.request(true)
+			c.update()
+		}
+		t.Fatalf("%s: the viewer never caught up", name)
+	}
+	step("a typed glyph", func(f *Frame) {
+		for y := 100; y < 116; y++ {
+			for x := 200; x < 210; x++ {
+				p := f.at(x, y)
+				p[0], p[1], p[2] = 0, 0, 0
+			}
+		}
+	}, false)
+	step("scrolled by 40", func(f *Frame) {
+		copy(f.Pix, scrolled(f, 0, 384, 40, rng).Pix)
+	}, true)
+	if c.copies == 0 {
+		t.Fatal("the scroll went without CopyRect")
 	}
 }

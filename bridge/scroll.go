@@ -117,8 +117,10 @@ func rowsEqual(a, b []byte) bool {
 	return true
 }
 
-// detectScroll looks for a vertical move of box from old to new.
-func detectScroll(old, new *Frame, box Rect, sc *scrollScratch) (scroll, bool) {
+// detectScroll looks for a vertical move of box from old to new. With
+// inPlace it first checks whether most of the box is where it was (the
+// capture's sampled compare, when it ran, has told already).
+func detectScroll(old, new *Frame, box Rect, sc *scrollScratch, inPlace bool) (scroll, bool) {
 	if box.W < scrollMinW || box.H < scrollMinH {
 		return scroll{}, false
 	}
@@ -126,7 +128,7 @@ func detectScroll(old, new *Frame, box Rect, sc *scrollScratch) (scroll, bool) {
 		sc.skip--
 		return scroll{}, false
 	}
-	if mostlyInPlace(old, new, box) {
+	if inPlace && mostlyInPlace(old, new, box) {
 		return scroll{}, false // not counted as a failure: nothing moved
 	}
 	// A scroll bar's thumb moves with the page: the rows it is on differ

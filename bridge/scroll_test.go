@@ -60,7 +60,7 @@ func TestDetectScroll(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			new := scrolled(old, tc.y0, tc.y1, tc.dy, rng)
 			var sc scrollScratch
-			got, ok := detectScroll(old, new, box, &sc)
+			got, ok := detectScroll(old, new, box, &sc, true)
 			if ok != tc.wantOK || (ok && (got.dy != tc.dy || got.dst != tc.wantDst)) {
 				t.Fatalf("detectScroll = %+v, %v; want dy %d dst %+v, %v", got, ok, tc.dy, tc.wantDst, tc.wantOK)
 			}
@@ -70,7 +70,7 @@ func TestDetectScroll(t *testing.T) {
 	other := NewFrame(320, 400)
 	fillRows(other, 0, 400, rng)
 	var sc scrollScratch
-	if got, ok := detectScroll(old, other, box, &sc); ok {
+	if got, ok := detectScroll(old, other, box, &sc, true); ok {
 		t.Fatalf("found %+v between unrelated pictures", got)
 	}
 }
@@ -97,7 +97,7 @@ func TestDetectScrollBesideAScrollBar(t *testing.T) {
 	after := scrolled(page, 0, h, 4, rng) // the page moved...
 	thumb(after, 112)                     // ...and the thumb its own way
 	var sc scrollScratch
-	got, ok := detectScroll(before, after, Rect{0, 0, w, h}, &sc)
+	got, ok := detectScroll(before, after, Rect{0, 0, w, h}, &sc, true)
 	// The move covers every row and column; the tiles of the right
 	// column where the thumbs were or are (rows 96-171) do not follow it.
 	if want := (Rect{0, 0, w, 396}); !ok || got.dy != 4 || got.dst != want || !slices.Equal(got.bad, []int{9, 14}) {
@@ -140,7 +140,7 @@ func TestDetectScrollUnderAFixedElement(t *testing.T) {
 	after := scrolled(page, 0, h, 120, rng)
 	button(after)
 	var sc scrollScratch
-	got, ok := detectScroll(before, after, Rect{0, 0, w, h}, &sc)
+	got, ok := detectScroll(before, after, Rect{0, 0, w, h}, &sc, true)
 	// New rows 0..359 are old rows 120..479; the button was on old rows
 	// 440-471 (new 320-351, tile row 5) and is on new rows 440-471
 	// (tile rows 6 and 7, outside the move).
@@ -336,7 +336,7 @@ func TestScrollSearchBackoff(t *testing.T) {
 	searched := 0
 	for range 40 {
 		sc0 := sc.skip
-		detectScroll(old, other, box, &sc)
+		detectScroll(old, other, box, &sc, true)
 		if sc0 == 0 {
 			searched++
 		}
@@ -346,7 +346,7 @@ func TestScrollSearchBackoff(t *testing.T) {
 	}
 	moved := scrolled(old, 0, 400, 12, rng)
 	for i := 0; ; i++ {
-		if _, ok := detectScroll(old, moved, box, &sc); ok {
+		if _, ok := detectScroll(old, moved, box, &sc, true); ok {
 			if sc.fails != 0 || sc.skip != 0 {
 				t.Fatalf("after a find: fails %d skip %d", sc.fails, sc.skip)
 			}
@@ -377,7 +377,7 @@ func TestScrollSearchSkipsRowsInPlace(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var sc scrollScratch
-			detectScroll(old, tc.new, box, &sc)
+			detectScroll(old, tc.new, box, &sc, true)
 			if searched := len(sc.old) > 0; searched != tc.search {
 				t.Fatalf("searched %v, want %v", searched, tc.search)
 			}
@@ -499,13 +499,13 @@ func TestScrollHashesReused(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var sc scrollScratch
 			sc.fbGen = 4
-			if _, ok := detectScroll(f0, f1, box, &sc); !ok || !sc.fresh {
+			if _, ok := detectScroll(f0, f1, box, &sc, true); !ok || !sc.fresh {
 				t.Fatal("first step not found")
 			}
 			sc.hashedGen = tc.gen // as the capture loop does, f1 now in the framebuffer
 			prev := &sc.new[0]
 			sc.fbGen, sc.fresh = tc.after, false
-			got, ok := detectScroll(f1, f2, box, &sc)
+			got, ok := detectScroll(f1, f2, box, &sc, true)
 			if !ok || got.dy != 8 {
 				t.Fatalf("second step: %+v, %v", got, ok)
 			}

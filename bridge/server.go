@@ -17,6 +17,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/cubepod/deskd/cores"
 )
 
 // Screen is what the server shows and drives: x11 implements it for a
@@ -71,6 +73,9 @@ type Config struct {
 	// OnInput, when set, is called (briefly, from a viewer's reader)
 	// after a viewer's key or pointer event reached the screen.
 	OnInput func()
+	// Cores, when the daemon runs on one P, is widened while a big
+	// update is encoded on two (nil: the runtime's own setting).
+	Cores *cores.Cores
 }
 
 // DefaultMaxViewers is Config.MaxViewers' default.
@@ -90,15 +95,16 @@ type Server struct {
 	clip    clipState
 	clients map[*client]struct{}
 
-	resizeCh chan resizeReq // viewers' SetDesktopSize, for the capture loop
-	refresh  chan struct{}  // the first viewer after none: capture everything
-	scrollSc scrollScratch  // the capture loop's
-	regionSc regionScratch  // the capture loop's
-	sample   sampler        // the capture loop's (s.mu where it compares)
-	noShared bool           // the capture loop's: the screen's CaptureShared failed
-	versions []uint64       // per tile: content version (s.mu)
-	gen      uint64         // last version given (s.mu)
-	cache    tileCache      // tiles encoded once for viewers with equal settings
+	resizeCh   chan resizeReq // viewers' SetDesktopSize, for the capture loop
+	refresh    chan struct{}  // the first viewer after none: capture everything
+	scrollSc   scrollScratch  // the capture loop's
+	regionSc   regionScratch  // the capture loop's
+	sample     sampler        // the capture loop's (s.mu where it compares)
+	sampleBits []bool         // the capture loop's: sampleBox's per tile
+	noShared   bool           // the capture loop's: the screen's CaptureShared failed
+	versions   []uint64       // per tile: content version (s.mu)
+	gen        uint64         // last version given (s.mu)
+	cache      tileCache      // tiles encoded once for viewers with equal settings
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -191,9 +197,9 @@ func (s *Server) captureLoop() {
 			damaged = append(damaged, Rect{0, 0, s.fb.W, s.fb.H})
 			exact = true
 		case <-verify.C: // sampled tiles, compared in full now
-			s.mu.RLock()
-			damaged = s.sample.suspects(s.fb.W, s.fb.H)
-			s.mu.RUnlock()
+			s.mu.Lock()
+			damaged = s.sample.verify(s.fb.W, s.fb.H, time.Now())
+			s.mu.Unlock()
 			exact = true
 		case r, ok := <-s.screen.Damage():
 			if !ok {
@@ -324,15 +330,30 @@ func (s *Server) capture(damaged []Rect, scratch *Frame, findScroll, exact bool)
 	s.scrollSc.fbGen, s.scrollSc.fresh = s.gen, false // (only this goroutine writes s.gen)
 	for k, box := range boxes {
 		err := s.grab(box, scratch, func(cur *Frame) {
-			if k == 0 && findScroll { // s.fb is the old picture: only this goroutine writes it
-				if found, ok := detectScroll(s.fb, cur, box, &s.scrollSc); ok {
+			// s.fb is the old picture: only this goroutine writes it.
+			var differs []bool // per tile of box: its sampled rows differ
+			inPlace := false
+			if !exact && sc == nil && box.W*box.H >= sampleMinArea {
+				// The sampled rows first: they also tell whether most
+				// of the box is where it was, which a scroll search
+				// would otherwise check on rows of its own (typing).
+				n := ((box.W + tile - 1) / tile) * ((box.H + tile - 1) / tile)
+				if cap(s.sampleBits) < n {
+					s.sampleBits = make([]bool, n)
+				}
+				differs = s.sampleBits[:n]
+				same, rows := sampleBox(s.fb, cur, box, s.sample.phase, differs)
+				inPlace = 4*same >= 3*rows
+			}
+			if k == 0 && findScroll && !inPlace {
+				if found, ok := detectScroll(s.fb, cur, box, &s.scrollSc, differs == nil); ok {
 					sc = &found
+					differs = nil // compared in full, knowing the move
 				}
 			}
-			sample := !exact && sc == nil && box.W*box.H >= sampleMinArea
-			sampled = sampled || sample
+			sampled = sampled || differs != nil
 			s.mu.Lock()
-			changed = s.compareBox(changed, cur, box, sc, sample, now)
+			changed = s.compareBox(changed, cur, box, sc, differs, now)
 			s.mu.Unlock()
 		})
 		if err != nil {
@@ -390,25 +411,28 @@ func (s *Server) grab(box Rect, scratch *Frame, fn func(*Frame)) error {
 }
 
 // compareBox compares box's tiles of cur with s.fb, copies those that
-// differ into it and appends them to changed. Callers hold s.mu.
-func (s *Server) compareBox(changed []Rect, cur *Frame, box Rect, sc *scroll, sample bool, now time.Time) []Rect {
+// differ into it and appends them to changed; with sampled (per tile of
+// box, see sampleBox), a tile whose sampled rows differ is taken whole and the
+// others become suspects. Callers hold s.mu.
+func (s *Server) compareBox(changed []Rect, cur *Frame, box Rect, sc *scroll, sampled []bool, now time.Time) []Rect {
 	full := Rect{0, 0, s.fb.W, s.fb.H}
 	cols := (full.W + tile - 1) / tile
 	if n := cols * ((full.H + tile - 1) / tile); len(s.sample.suspect) != n {
 		s.sample.reset(n)
 	}
+	boxCols := (box.W + tile - 1) / tile
 	for ty := box.Y; ty < box.Y+box.H; ty += tile {
 		for tx := box.X; tx < box.X+box.W; tx += tile {
 			t := Rect{tx, ty, min(tile, full.W-tx), min(tile, full.H-ty)}
 			i := ty/tile*cols + tx/tile
 			var differs bool
 			switch {
-			case sample && sampledDiffer(s.fb, cur, t, s.sample.phase):
+			case sampled != nil && sampled[(ty-box.Y)/tile*boxCols+(tx-box.X)/tile]:
 				copyTile(s.fb, cur, t)
 				differs = true
 				s.sample.clear(i)
-			case sample:
-				s.sample.mark(i, now) // compared in full later
+			case sampled != nil:
+				s.sample.mark(i, now, s.sample.phase) // compared in full later
 			default:
 				explained := sc != nil && sc.explains(s.fb, cur, t) // before the tile is updated
 				differs = copyIfChanged(s.fb, cur, t)

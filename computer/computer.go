@@ -14,6 +14,8 @@ import (
 	"math"
 	"sync"
 	"time"
+
+	"github.com/cubepod/deskd/cores"
 )
 
 // Display is what a Computer drives. x11.Screen implements it.
@@ -50,6 +52,9 @@ type Config struct {
 	// that arrive all at once.
 	KeyDelay time.Duration
 	Logger   *slog.Logger
+	// Cores, when the daemon runs on one P, is widened while a
+	// screenshot is encoded in strips (nil: the runtime's own setting).
+	Cores *cores.Cores
 }
 
 // Defaults of Config.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"image"
 	"image/jpeg"
-	"runtime"
 	"strconv"
 	"strings"
 )
@@ -104,7 +103,13 @@ func (c *Computer) Screenshot(o ShotOptions) (Shot, error) {
 	}
 	var data []byte
 	if o.Format == "png" {
-		data = encodePNG(img, min(runtime.GOMAXPROCS(0), max(1, img.Rect.Dy()/64)))
+		strips := min(c.cfg.Cores.N(), max(1, img.Rect.Dy()/64))
+		release := func() {}
+		if strips > 1 {
+			release = c.cfg.Cores.Widen()
+		}
+		data = encodePNG(img, strips)
+		release()
 	} else {
 		var buf bytes.Buffer
 		if err := jpeg.Encode(&buf, img, &jpeg.Options{Quality: o.Quality}); err != nil {

@@ -69,7 +69,7 @@ func (s *Server) computer(ctx context.Context) (*computer.Computer, error) {
 	if err != nil {
 		return nil, err
 	}
-	h.display, h.screen, h.comp = display, scr, computer.New(scr, computer.Config{Logger: s.log.With("part", "computer")})
+	h.display, h.screen, h.comp = display, scr, computer.New(scr, computer.Config{Logger: s.log.With("part", "computer"), Cores: s.cfg.Cores})
 	return h.comp, nil
 }
 

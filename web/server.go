@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/cubepod/deskd/cdp"
+	"github.com/cubepod/deskd/cores"
 	"github.com/cubepod/deskd/desktop"
 	"github.com/cubepod/deskd/panel"
 	"github.com/cubepod/deskd/term"
@@ -72,6 +73,10 @@ type Config struct {
 	// even inside FilesRoot: Chromium's profile (its cookies), deskd's run
 	// dir (the display's cookie), secret files.
 	FilesDeny []string
+	// Cores is widened for work that splits across cores (big RFB
+	// updates, screenshots) when the daemon runs on one P; nil: the
+	// runtime's own setting.
+	Cores *cores.Cores
 }
 
 // Server serves deskd's HTTP API and pages.

@@ -62,6 +62,7 @@ type Config struct {
 	Timezone        string
 	Home            string
 	MaxUploadMiB    int64
+	OneCore         bool
 	StopDaemon      bool // stop --daemon
 	set             map[string]bool
 }
@@ -157,6 +158,8 @@ func ParseFlags(cmd string, args []string, stderr io.Writer) (*Config, error) {
 		return nil, fmt.Errorf("%s: %w", envName("max-upload-mib"), err)
 	}
 	fs.Int64Var(&c.MaxUploadMiB, "max-upload-mib", maxUp, "largest file the files API accepts, in MiB (env DESKD_MAX_UPLOAD_MIB)")
+	oneCore := env("one-core", "true")
+	fs.BoolVar(&c.OneCore, "one-core", oneCore == "1" || oneCore == "true", "run deskd's ordinary work on one scheduler thread (fewer thread wake-ups a frame); big encodes still use every core while they run; false: every core always; a GOMAXPROCS in the environment wins (env DESKD_ONE_CORE)")
 	str(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	str(&c.LogFormat, "log-format", "text", "text or json")
 	if cmd == "stop" {
@@ -456,7 +459,7 @@ func (c *Config) serveArgs() []string {
 		"--allow-host=" + c.AllowHost, "--ops-listen=" + c.OpsListen, "--debug-addr=" + c.DebugAddr, "--max-conns=" + strconv.Itoa(c.MaxConns),
 		"--max-viewers=" + strconv.Itoa(c.MaxViewers), "--ws-ping=" + c.WSPing.String(),
 		"--display=" + strconv.Itoa(c.Display), "--locale=" + c.Locale, "--timezone=" + c.Timezone, "--home=" + c.Home,
-		"--max-upload-mib=" + strconv.FormatInt(c.MaxUploadMiB, 10),
+		"--max-upload-mib=" + strconv.FormatInt(c.MaxUploadMiB, 10), "--one-core=" + strconv.FormatBool(c.OneCore),
 	}
 	return args
 }

@@ -12,11 +12,13 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/cubepod/deskd/cores"
 	"github.com/cubepod/deskd/desktop"
 	"github.com/cubepod/deskd/proc"
 	"github.com/cubepod/deskd/term"
@@ -48,6 +50,7 @@ type Daemon struct {
 	stack *desktop.Stack
 	term  *term.Manager
 	web   *web.Server
+	cores *cores.Cores // nil: the runtime's own GOMAXPROCS
 }
 
 // NewDaemon takes the run dir's lifetime lock and opens the listeners, so
@@ -147,12 +150,15 @@ func NewDaemon(cfg *Config, stderr io.Writer) (*Daemon, error) {
 		return nil, err
 	}
 	port := web.ListenerPort(d.tcp)
+	if cfg.OneCore && os.Getenv("GOMAXPROCS") == "" {
+		d.cores = cores.Narrow(runtime.GOMAXPROCS(0))
+	}
 	d.web = web.New(web.Config{
 		Stack: d.stack, Terminal: d.term, Logger: d.log.With("part", "web"), PanelSecret: []byte(cfg.PanelSecret),
 		SandboxID: cfg.SandboxID, HTTPPort: port, BaseURL: "http://" + d.tcp.Addr().String(), AllowOrigins: splitList(cfg.AllowOrigin),
 		AllowHosts: splitList(cfg.AllowHost), CDPPing: cfg.CDPPing, WSPing: cfg.WSPing, VNCPassword: cfg.VNCPassword,
 		MaxViewers: cfg.MaxViewers, FilesRoot: home, FilesOwner: cred, MaxUpload: cfg.MaxUploadMiB << 20,
-		FilesDeny: absPaths(cmp.Or(cfg.ProfileDir, filepath.Join(cfg.RunDir, "chromium-profile")), cfg.RunDir, cfg.PanelSecretFile, cfg.VNCPasswordFile),
+		Cores: d.cores, FilesDeny: absPaths(cmp.Or(cfg.ProfileDir, filepath.Join(cfg.RunDir, "chromium-profile")), cfg.RunDir, cfg.PanelSecretFile, cfg.VNCPasswordFile),
 	})
 	ok = true
 	return d, nil
@@ -267,6 +273,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	_ = os.Remove(filepath.Join(d.cfg.RunDir, controlSock))
 	_ = os.Remove(filepath.Join(d.cfg.RunDir, pidFile))
 	d.lock.Close()
+	d.cores.Restore()
 	d.log.Info("deskd stopped")
 	return runErr
 }
