@@ -1,6 +1,9 @@
 package bridge
 
-import "time"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // Sampled change detection. Applications repaint far more than changes:
 // Chromium puts its whole 1271x708 textarea on the screen at every
@@ -10,7 +13,8 @@ import "time"
 // box is compared first on every sampleStep-th row of each tile, a
 // different row each capture: a tile whose sampled rows differ changed,
 // and is taken whole at once. The others are suspects: they are compared
-// in full once big damage has stopped for verifyQuiet. While it goes on,
+// in full once big damage has stopped for verifyQuiet (seen within
+// verifyRearm more, see verifyTimer). While it goes on,
 // the rows compared turn with each capture (the phase steps by 3 of 8),
 // so a change between the rows of one capture, a one-pixel line, is
 // found by a later one within sampleStep captures, in any tile the
@@ -24,6 +28,7 @@ const (
 	sampleMinArea = 256 * 256 // smaller boxes are compared in full
 	verifyQuiet   = 100 * time.Millisecond
 	verifyMax     = time.Second
+	verifyRearm   = 250 * time.Millisecond
 	allPhases     = 1<<sampleStep - 1
 )
 
@@ -82,6 +87,57 @@ func (p *sampler) due(now time.Time) (time.Duration, bool) {
 		at = latest
 	}
 	return max(at.Sub(now), 0), true
+}
+
+// refire returns, for the verify timer firing at now, how long until it
+// is to fire again (0: compare the suspects now); ok is false when there
+// are none. Damage that came since it was armed puts it off by at least
+// verifyRearm: while a typist goes on it fires 4 times a second at most.
+func (p *sampler) refire(now time.Time) (time.Duration, bool) {
+	wait, ok := p.due(now)
+	if ok && wait > 0 {
+		wait = max(wait, verifyRearm)
+	}
+	return wait, ok
+}
+
+// verifyTimer wakes the capture loop when the suspects may be due. It is
+// moved only when it fires (sampler.refire), never by a capture. Moved
+// at every capture (20 keystrokes a second), each move to later left a
+// stale entry at the head of the runtime's timer heap, and each such
+// entry woke the process twice (the poller's wait is whole
+// milliseconds, rounded down) and the runtime's monitor thread for
+// nothing: 11% of deskd's CPU a frame while typing with noVNC.
+type verifyTimer struct {
+	t     *time.Timer
+	armed bool
+	arms  atomic.Int32 // times armed, for tests
+}
+
+func newVerifyTimer() *verifyTimer {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return &verifyTimer{t: t}
+}
+
+// arm makes the timer fire after d unless it is armed already.
+func (v *verifyTimer) arm(d time.Duration) {
+	if v.armed {
+		return
+	}
+	v.t.Reset(d)
+	v.armed = true
+	v.arms.Add(1)
+}
+
+// fired notes that the timer's channel was read.
+func (v *verifyTimer) fired() { v.armed = false }
+
+func (v *verifyTimer) stop() {
+	if v.armed {
+		v.t.Stop()
+		v.armed = false
+	}
 }
 
 // verify returns, as rectangles of a w×h framebuffer, the suspect tiles

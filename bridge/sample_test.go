@@ -164,6 +164,76 @@ func TestSamplerVerify(t *testing.T) {
 	}
 }
 
+// TestSamplerRefire: the verify timer, firing, compares the suspects
+// when due and else is put off by at least verifyRearm.
+func TestSamplerRefire(t *testing.T) {
+	t0 := time.Now()
+	tests := []struct {
+		name     string
+		suspects bool
+		first    time.Duration // period began, before now
+		last     time.Duration // last sampled capture, before now
+		want     time.Duration
+		wantOK   bool
+	}{
+		{name: "no suspects", last: time.Second},
+		{name: "quiet", suspects: true, first: 300 * time.Millisecond, last: verifyQuiet, wantOK: true},
+		{name: "quiet long since", suspects: true, first: time.Hour, last: time.Hour, wantOK: true},
+		{name: "damage just now", suspects: true, first: 300 * time.Millisecond, want: verifyRearm, wantOK: true},
+		{name: "damage 90 ms ago", suspects: true, first: 300 * time.Millisecond, last: 90 * time.Millisecond, want: verifyRearm, wantOK: true},
+		{name: "verifyMax reached", suspects: true, first: verifyMax, wantOK: true},
+		{name: "verifyMax near", suspects: true, first: verifyMax - 10*time.Millisecond, want: verifyRearm, wantOK: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var p sampler
+			p.reset(2)
+			if tc.suspects {
+				p.mark(1, t0.Add(-tc.first), 0)
+			}
+			p.last = t0.Add(-tc.last)
+			got, ok := p.refire(t0)
+			if got != tc.want || ok != tc.wantOK {
+				t.Fatalf("refire = %v, %v; want %v, %v", got, ok, tc.want, tc.wantOK)
+			}
+		})
+	}
+}
+
+// TestVerifyTimerNotPostponed: under continuous big damage the capture
+// loop arms the verify timer when it fires, a few times a second, not
+// at every capture (each move of an armed timer woke the process for
+// nothing), and the suspects are still compared once the damage stops.
+func TestVerifyTimerNotPostponed(t *testing.T) {
+	scr := newSharedScreen(512, 384)
+	s := newTestServer(t, scr, "")
+	c := dialRFB(t, s, version38, "", ConnOptions{})
+	c.setPixelFormat(noVNCFormat)
+	c.setEncodings(EncTight)
+	c.request(false)
+	c.update()
+	scr.captured(t, 0)
+	whole := image.Rect(0, 0, 512, 384)
+	scr.mu.Lock()
+	n := scr.shared
+	scr.mu.Unlock()
+	arms := s.verify.arms.Load()
+	const captures, every = 60, 10 * time.Millisecond
+	for range captures {
+		scr.damage <- whole // unchanged, sampled: suspects at each capture
+		time.Sleep(every)
+	}
+	scr.captured(t, n+captures/4) // damage may coalesce, not vanish
+	armed := s.verify.arms.Load() - arms
+	if limit := int32(captures*every/verifyRearm) + 2; armed > limit {
+		t.Fatalf("verify timer armed %d times in %d captures, want at most %d", armed, captures, limit)
+	}
+	waitUntil(t, "suspects were never compared after the damage stopped", func() bool {
+		_, _, k := sampling(s, 0)
+		return k == 0
+	})
+}
+
 // sampling returns the capture loop's phase and whether tile i is a
 // suspect.
 func sampling(s *Server, i int) (phase int, suspect bool, n int) {

@@ -100,6 +100,7 @@ type Server struct {
 	scrollSc   scrollScratch  // the capture loop's
 	regionSc   regionScratch  // the capture loop's
 	sample     sampler        // the capture loop's (s.mu where it compares)
+	verify     *verifyTimer   // the capture loop's: when suspects may be due
 	sampleBits []bool         // the capture loop's: sampleBox's per tile
 	noShared   bool           // the capture loop's: the screen's CaptureShared failed
 	versions   []uint64       // per tile: content version (s.mu)
@@ -131,7 +132,7 @@ func NewServer(screen Screen, cfg Config) (*Server, error) {
 	}
 	w, h := screen.Size()
 	s := &Server{cfg: cfg, log: cfg.Logger, screen: screen, fb: NewFrame(w, h), clients: map[*client]struct{}{},
-		resizeCh: make(chan resizeReq, 8), refresh: make(chan struct{}, 1)}
+		resizeCh: make(chan resizeReq, 8), refresh: make(chan struct{}, 1), verify: newVerifyTimer()}
 	if err := screen.Capture(image.Rect(0, 0, w, h), s.fb.Pix, s.fb.Stride); err != nil {
 		return nil, fmt.Errorf("rfb: first capture: %w", err)
 	}
@@ -178,9 +179,7 @@ func (s *Server) captureLoop() {
 	if rs, ok := s.screen.(ResizableScreen); ok {
 		sizeChanged = rs.SizeChanged()
 	}
-	verify := time.NewTimer(time.Hour) // owned here; armed while there are suspects
-	verify.Stop()
-	defer verify.Stop()
+	defer s.verify.stop()
 	for {
 		var damaged []Rect
 		exact := false
@@ -196,10 +195,21 @@ func (s *Server) captureLoop() {
 		case <-s.refresh:
 			damaged = append(damaged, Rect{0, 0, s.fb.W, s.fb.H})
 			exact = true
-		case <-verify.C: // sampled tiles, compared in full now
+		case now := <-s.verify.t.C: // sampled tiles, compared in full when due
+			s.verify.fired()
 			s.mu.Lock()
-			damaged = s.sample.verify(s.fb.W, s.fb.H, time.Now())
+			wait, ok := s.sample.refire(now)
+			if ok && wait == 0 {
+				damaged = s.sample.verify(s.fb.W, s.fb.H, now)
+			}
 			s.mu.Unlock()
+			if !ok {
+				continue
+			}
+			if wait > 0 {
+				s.verify.arm(wait)
+				continue
+			}
 			exact = true
 		case r, ok := <-s.screen.Damage():
 			if !ok {
@@ -233,9 +243,9 @@ func (s *Server) captureLoop() {
 		wait, suspects := s.sample.due(time.Now())
 		s.mu.RUnlock()
 		if suspects {
-			verify.Reset(wait)
+			s.verify.arm(wait) // when not armed already: see verifyTimer
 		} else {
-			verify.Stop()
+			s.verify.stop()
 		}
 		if len(changed) == 0 {
 			continue
