@@ -148,11 +148,7 @@ func changeMarked(t *testing.T, s *Server, change func()) {
 func TestSlowLinkLowersQuality(t *testing.T) {
 	scr := newMemScreen(256, 192)
 	s := newTestServer(t, scr, "")
-	c := dialRFB(t, s, version38, "", ConnOptions{})
-	c.setPixelFormat(noVNCFormat)
-	c.setEncodings(EncTight, encJPEGQuality0+9)
-	c.request(false)
-	c.update()
+	c := noVNCViewer(t, s, EncTight, encJPEGQuality0+9)
 	slow := &slowReader{r: c.br}
 	slow.rate.Store(256 << 10)
 	c.br = bufio.NewReader(slow)

@@ -203,11 +203,7 @@ func FuzzChangedBox(f *testing.F) {
 func TestFullRequestAlwaysAnswered(t *testing.T) {
 	scr := newMemScreen(200, 130)
 	s := newTestServer(t, scr, "")
-	c := dialRFB(t, s, version38, "", ConnOptions{})
-	c.setPixelFormat(noVNCFormat)
-	c.setEncodings(EncTight, EncCopyRect)
-	c.request(false)
-	c.update()
+	c := noVNCViewer(t, s, EncTight, EncCopyRect)
 	for i := range 3 {
 		c.request(false)
 		rects := c.update()

@@ -181,6 +181,18 @@ func dialRFB(t *testing.T, s *Server, version, password string, o ConnOptions) *
 	return c
 }
 
+// noVNCViewer connects as noVNC does (its pixel format, encs) and reads
+// the first full update.
+func noVNCViewer(t *testing.T, s *Server, encs ...int32) *rfbClient {
+	t.Helper()
+	c := dialRFB(t, s, version38, "", ConnOptions{})
+	c.setPixelFormat(noVNCFormat)
+	c.setEncodings(encs...)
+	c.request(false)
+	c.update()
+	return c
+}
+
 // waitUntil checks done every millisecond until it holds, and fails the
 // test with what if it does not within 5 s.
 func waitUntil(t *testing.T, what string, done func() bool) {
@@ -572,11 +584,7 @@ func TestIdleServerRefreshesForNextViewer(t *testing.T) {
 func TestParallelTightUpdates(t *testing.T) {
 	scr := newMemScreen(640, 480) // 307200 pixels: above parallelArea
 	s := newTestServer(t, scr, "")
-	c := dialRFB(t, s, version38, "", ConnOptions{})
-	c.setPixelFormat(noVNCFormat)
-	c.setEncodings(EncTight) // no JPEG quality: lossless
-	c.request(false)
-	c.update()
+	c := noVNCViewer(t, s, EncTight) // no JPEG quality: lossless
 	if !c.matches(scr) {
 		t.Fatal("first update differs from the screen")
 	}
@@ -701,11 +709,7 @@ func TestRefinementYieldsToMotion(t *testing.T) {
 	}
 	noise()
 	s := newTestServer(t, scr, "")
-	c := dialRFB(t, s, version38, "", ConnOptions{})
-	c.setPixelFormat(noVNCFormat)
-	c.setEncodings(EncTight, encJPEGQuality0+6)
-	c.request(false)
-	c.update()
+	c := noVNCViewer(t, s, EncTight, encJPEGQuality0+6)
 	if c.jpegs == 0 {
 		t.Fatal("first update: no JPEG")
 	}
