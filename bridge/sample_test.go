@@ -68,17 +68,17 @@ func TestSampleBox(t *testing.T) {
 		xByte   bool
 		phase   int
 		want    []int // tiles (of the box, row by row) found to differ
-		same    int   // rows unchanged of the 8+1 sampled
+		same    int   // rows unchanged of the 4+1 sampled
 	}{
-		{"unchanged", nil, false, 0, nil, 9},
-		{"sampled row", []int{16}, false, 0, []int{0, 2}, 8},
-		{"row of another phase", []int{17}, false, 0, nil, 9},
-		{"that phase", []int{17}, false, 1, []int{0, 2}, 8},
-		{"last row, phase 7", []int{63}, false, 7, []int{0, 2}, 8},
-		{"only the X byte", []int{16}, true, 0, nil, 9},
-		{"two rows, one tile each", []int{0, 8}, false, 0, []int{0, 2}, 7},
-		{"short tile: phase mod height", []int{66}, false, 7, []int{3, 5}, 8},
-		{"short tile, other row", []int{67}, false, 7, nil, 9},
+		{"unchanged", nil, false, 0, nil, 5},
+		{"sampled row", []int{16}, false, 0, []int{0, 2}, 4},
+		{"row of another phase", []int{17}, false, 0, nil, 5},
+		{"that phase", []int{17}, false, 1, []int{0, 2}, 4},
+		{"last row, phase 15", []int{63}, false, 15, []int{0, 2}, 4},
+		{"only the X byte", []int{16}, true, 0, nil, 5},
+		{"two rows, one tile each", []int{0, 16}, false, 0, []int{0, 2}, 3},
+		{"short tile: phase mod height", []int{66}, false, 7, []int{3, 5}, 4},
+		{"short tile, other row", []int{67}, false, 7, nil, 5},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			copy(b.Pix, a.Pix)
@@ -103,8 +103,8 @@ func TestSampleBox(t *testing.T) {
 					got = append(got, i)
 				}
 			}
-			if !slices.Equal(got, tc.want) || same != tc.same || rows != 9 {
-				t.Fatalf("sampleBox: tiles %v, %d of %d rows unchanged; want %v, %d of 9", got, same, rows, tc.want, tc.same)
+			if !slices.Equal(got, tc.want) || same != tc.same || rows != 5 {
+				t.Fatalf("sampleBox: tiles %v, %d of %d rows unchanged; want %v, %d of 5", got, same, rows, tc.want, tc.same)
 			}
 		})
 	}
@@ -207,11 +207,7 @@ func TestSamplerRefire(t *testing.T) {
 func TestVerifyTimerNotPostponed(t *testing.T) {
 	scr := newSharedScreen(512, 384)
 	s := newTestServer(t, scr, "")
-	c := dialRFB(t, s, version38, "", ConnOptions{})
-	c.setPixelFormat(noVNCFormat)
-	c.setEncodings(EncTight)
-	c.request(false)
-	c.update()
+	noVNCViewer(t, s, EncTight) // with no viewer, damage is not captured
 	scr.captured(t, 0)
 	whole := image.Rect(0, 0, 512, 384)
 	scr.mu.Lock()
@@ -282,6 +278,99 @@ func (m *sharedScreen) captured(t *testing.T, n int) {
 	})
 }
 
+// TestSamplerHot: a tile is compared in full for hotSpan captures after
+// one found it changed, and so is the tile right of it.
+func TestSamplerHot(t *testing.T) {
+	const cols = 4
+	var p sampler
+	p.reset(2 * cols)
+	p.seq = 10
+	p.changedNow(5) // row 1, column 1
+	for _, tc := range []struct {
+		seq  uint32
+		tile int
+		col  int
+		want bool
+	}{
+		{10, 5, 1, false}, // the capture that found it: not before it
+		{11, 5, 1, true},
+		{11, 6, 2, true},  // right of it
+		{11, 4, 0, false}, // left of it
+		{11, 7, 3, false},
+		{11, 1, 1, false}, // above it
+		{14, 5, 1, true},
+		{14, 6, 2, true},
+		{15, 5, 1, false}, // hotSpan later
+		{15, 6, 2, false},
+	} {
+		p.seq = tc.seq
+		if got := p.hot(tc.tile, tc.col); got != tc.want {
+			t.Errorf("capture %d: tile %d hot %v, want %v", tc.seq, tc.tile, got, tc.want)
+		}
+	}
+	var fresh sampler
+	fresh.reset(cols)
+	fresh.seq = 3
+	if fresh.hot(0, 0) || fresh.hot(1, 1) {
+		t.Error("a tile never changed is hot")
+	}
+}
+
+// TestHotTileGoesAtOnce: a one-pixel line between the sampled rows goes
+// at once where the last captures found changes (the tile, the one right
+// of it), and waits as a suspect elsewhere.
+func TestHotTileGoesAtOnce(t *testing.T) {
+	scr := newSharedScreen(512, 384)
+	s := newTestServer(t, scr, "")
+	c := noVNCViewer(t, s, EncTight)
+	scr.captured(t, 0)
+	whole := image.Rect(0, 0, 512, 384)
+	cols := 512 / tile
+	change := func(paint func()) {
+		t.Helper()
+		scr.mu.Lock()
+		n := scr.shared
+		paint()
+		scr.mu.Unlock()
+		scr.damage <- whole
+		scr.captured(t, n)
+	}
+	line := func(tx, ty int) func() { // between the rows sampled next
+		phase, _, _ := sampling(s, 0)
+		y := ty*tile + (phase+4)%sampleStep + 8
+		return func() {
+			for x := tx*tile + 3; x < tx*tile+40; x++ {
+				p := scr.f.at(x, y)
+				p[0], p[1], p[2] = 0, 0, 0xff
+			}
+		}
+	}
+	// A glyph (16 rows: the sampled rows find it) makes tile (3, 1) hot.
+	change(func() {
+		for y := tile + 20; y < tile+36; y++ {
+			for x := 3*tile + 5; x < 3*tile+15; x++ {
+				p := scr.f.at(x, y)
+				p[0], p[1], p[2] = 0x30, 0x30, 0x30
+			}
+		}
+	})
+	c.request(true)
+	c.update()
+	change(line(4, 1)) // right of the hot tile
+	if _, suspect, _ := sampling(s, cols+4); suspect {
+		t.Fatal("a line right of a hot tile was left a suspect")
+	}
+	c.request(true)
+	c.update()
+	if !c.matches(scr.memScreen) {
+		t.Fatal("the line right of the hot tile did not go at once")
+	}
+	change(line(1, 4)) // far from any change
+	if _, suspect, _ := sampling(s, 4*cols+1); !suspect {
+		t.Fatal("a line in a cold tile between the sampled rows was not left a suspect")
+	}
+}
+
 // TestSampledCapture: a big damaged box is compared on a row in 8 of
 // each tile. A change those rows hit goes at once; one between them (a
 // one-pixel line) leaves its tile a suspect, compared in full once the
@@ -290,11 +379,7 @@ func TestSampledCapture(t *testing.T) {
 	scr := newSharedScreen(512, 384)
 	s := newTestServer(t, scr, "")
 	scr.recordSuspects(s)
-	c := dialRFB(t, s, version38, "", ConnOptions{})
-	c.setPixelFormat(noVNCFormat)
-	c.setEncodings(EncTight)
-	c.request(false)
-	c.update()
+	c := noVNCViewer(t, s, EncTight)
 	if !c.matches(scr.memScreen) {
 		t.Fatal("first update differs from the screen")
 	}
@@ -390,11 +475,7 @@ func TestSharedCaptureFallsBack(t *testing.T) {
 	scr := newSharedScreen(256, 128)
 	scr.fail = errors.New("no shared memory here")
 	s := newTestServer(t, scr, "")
-	c := dialRFB(t, s, version38, "", ConnOptions{})
-	c.setPixelFormat(noVNCFormat)
-	c.setEncodings(EncTight)
-	c.request(false)
-	c.update()
+	c := noVNCViewer(t, s, EncTight)
 	scr.paint(Rect{10, 10, 100, 50}, 0x336699)
 	c.request(true)
 	c.update()
@@ -418,11 +499,7 @@ func TestSampledCaptureSearchesOnlyMoves(t *testing.T) {
 	scr := newSharedScreen(512, 384)
 	fillRows(scr.f, 0, 384, rng)
 	s := newTestServer(t, scr, "")
-	c := dialRFB(t, s, version38, "", ConnOptions{})
-	c.setPixelFormat(noVNCFormat)
-	c.setEncodings(EncCopyRect, EncTight)
-	c.request(false)
-	c.update()
+	c := noVNCViewer(t, s, EncCopyRect, EncTight)
 	scr.captured(t, 0)
 	// Per capture, noted by the capture goroutine: whether it searched,
 	// the failed searches in a row and the suspects it left.

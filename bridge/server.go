@@ -337,6 +337,9 @@ func (s *Server) capture(damaged []Rect, scratch *Frame, findScroll, exact bool)
 		failed  bool
 	)
 	now := time.Now()
+	s.mu.Lock()
+	s.sample.seq++
+	s.mu.Unlock()
 	s.scrollSc.fbGen, s.scrollSc.fresh = s.gen, false // (only this goroutine writes s.gen)
 	for k, box := range boxes {
 		err := s.grab(box, scratch, func(cur *Frame) {
@@ -441,6 +444,13 @@ func (s *Server) compareBox(changed []Rect, cur *Frame, box Rect, sc *scroll, sa
 				copyTile(s.fb, cur, t)
 				differs = true
 				s.sample.clear(i)
+				s.sample.changedNow(i)
+			case sampled != nil && s.sample.hot(i, tx/tile):
+				differs = copyIfChanged(s.fb, cur, t)
+				s.sample.clear(i)
+				if differs {
+					s.sample.changedNow(i)
+				}
 			case sampled != nil:
 				s.sample.mark(i, now, s.sample.phase) // compared in full later
 			default:
