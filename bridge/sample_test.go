@@ -278,6 +278,17 @@ func (m *sharedScreen) captured(t *testing.T, n int) {
 	})
 }
 
+// inkGlyph paints text-like ink, 16 rows by 10 pixels, in tile (tx, ty)
+// of f: rows enough that every phase's sampled rows hit it.
+func inkGlyph(f *Frame, tx, ty int) {
+	for y := ty*tile + 20; y < ty*tile+36; y++ {
+		for x := tx*tile + 5; x < tx*tile+15; x++ {
+			p := f.at(x, y)
+			p[0], p[1], p[2] = 0x30, 0x30, 0x30
+		}
+	}
+}
+
 // TestSamplerHot: a tile is compared in full for hotSpan captures after
 // one found it changed, and so is the tile right of it.
 func TestSamplerHot(t *testing.T) {
@@ -346,14 +357,7 @@ func TestHotTileGoesAtOnce(t *testing.T) {
 		}
 	}
 	// A glyph (16 rows: the sampled rows find it) makes tile (3, 1) hot.
-	change(func() {
-		for y := tile + 20; y < tile+36; y++ {
-			for x := 3*tile + 5; x < 3*tile+15; x++ {
-				p := scr.f.at(x, y)
-				p[0], p[1], p[2] = 0x30, 0x30, 0x30
-			}
-		}
-	})
+	change(func() { inkGlyph(scr.f, 3, 1) })
 	c.request(true)
 	c.update()
 	change(line(4, 1)) // right of the hot tile
@@ -421,12 +425,7 @@ func TestSampledCapture(t *testing.T) {
 	// at once, the rest of the box waits as suspects.
 	scr.mu.Lock()
 	n = scr.shared
-	for y := tile + 20; y < tile+36; y++ {
-		for x := 3*tile + 5; x < 3*tile+15; x++ {
-			p := scr.f.at(x, y)
-			p[0], p[1], p[2] = 0x30, 0x30, 0x30
-		}
-	}
+	inkGlyph(scr.f, 3, 1)
 	scr.mu.Unlock()
 	scr.damage <- whole
 	scr.captured(t, n)
