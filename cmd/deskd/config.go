@@ -106,8 +106,7 @@ func ParseFlags(cmd string, args []string, stderr io.Writer) (*Config, error) {
 	fs.IntVar(&c.CDPPort, "cdp-port", cdpPort, "Chromium remote debugging port on 127.0.0.1 (env DESKD_CDP_PORT)")
 	str(&c.ProfileDir, "profile-dir", "", "Chromium profile (default RUN_DIR/chromium-profile)")
 	str(&c.User, "user", "", "run the GUI as USER or UID:GID (default: deskd's own user)")
-	nosb := env("no-sandbox", "false")
-	fs.BoolVar(&c.NoSandbox, "no-sandbox", nosb == "1" || nosb == "true", "pass --no-sandbox to Chromium (always done as root) (env DESKD_NO_SANDBOX)")
+	fs.BoolVar(&c.NoSandbox, "no-sandbox", envBool("no-sandbox", "false"), "pass --no-sandbox to Chromium (always done as root) (env DESKD_NO_SANDBOX)")
 	str(&c.PanelSecret, "panel-secret", "", "this sandbox's panel key: serve only under valid /panel/<token>/ (prefer --panel-secret-file)")
 	str(&c.PanelSecretFile, "panel-secret-file", "", "read the panel key from this file")
 	str(&c.SandboxID, "sandbox-id", "", "this sandbox's id; required with a panel key (a token's sid must equal it)")
@@ -158,8 +157,7 @@ func ParseFlags(cmd string, args []string, stderr io.Writer) (*Config, error) {
 		return nil, fmt.Errorf("%s: %w", envName("max-upload-mib"), err)
 	}
 	fs.Int64Var(&c.MaxUploadMiB, "max-upload-mib", maxUp, "largest file the files API accepts, in MiB (env DESKD_MAX_UPLOAD_MIB)")
-	oneCore := env("one-core", "true")
-	fs.BoolVar(&c.OneCore, "one-core", oneCore == "1" || oneCore == "true", "run deskd's ordinary work on one scheduler thread (fewer thread wake-ups a frame); big encodes still use every core while they run; false: every core always; a GOMAXPROCS in the environment wins (env DESKD_ONE_CORE)")
+	fs.BoolVar(&c.OneCore, "one-core", envBool("one-core", "true"), "run deskd's ordinary work on one scheduler thread (fewer thread wake-ups a frame); big encodes still use every core while they run; false: every core always; a GOMAXPROCS in the environment wins (env DESKD_ONE_CORE)")
 	str(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	str(&c.LogFormat, "log-format", "text", "text or json")
 	if cmd == "stop" {
@@ -269,6 +267,13 @@ func env(flagName, def string) string {
 		return v
 	}
 	return def
+}
+
+// envBool is a boolean flag's default from its DESKD_ variable (def
+// when unset): "1" and "true" are true, anything else false.
+func envBool(flagName, def string) bool {
+	v := env(flagName, def)
+	return v == "1" || v == "true"
 }
 
 func (c *Config) validate() error {
