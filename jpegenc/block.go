@@ -16,10 +16,29 @@ const (
 func mul(v, c int32) int32 { return (v*c + 1<<(constBits-1)) >> constBits }
 
 // fdct is the AAN (Arai, Agui, Nakajima) forward DCT of an 8×8 block in
-// place, rows then columns: five multiplies per 8 points. Output k of a
+// place, columns then rows: five multiplies per 8 points. Output k of a
 // pass is 8·DCT(k)·aanScale[k] in each dimension; the quantisation
 // reciprocals take that scale out.
 func fdct(b *[64]int32) {
+	for i := range 8 {
+		t0, t7 := b[i]+b[56+i], b[i]-b[56+i]
+		t1, t6 := b[8+i]+b[48+i], b[8+i]-b[48+i]
+		t2, t5 := b[16+i]+b[40+i], b[16+i]-b[40+i]
+		t3, t4 := b[24+i]+b[32+i], b[24+i]-b[32+i]
+		t10, t13 := t0+t3, t0-t3
+		t11, t12 := t1+t2, t1-t2
+		b[i], b[32+i] = t10+t11, t10-t11
+		z1 := mul(t12+t13, fix0707)
+		b[16+i], b[48+i] = t13+z1, t13-z1
+		t10, t11, t12 = t4+t5, t5+t6, t6+t7
+		z5 := mul(t10-t12, fix0382)
+		z2 := mul(t10, fix0541) + z5
+		z4 := mul(t12, fix1306) + z5
+		z3 := mul(t11, fix0707)
+		z11, z13 := t7+z3, t7-z3
+		b[40+i], b[24+i] = z13+z2, z13-z2
+		b[8+i], b[56+i] = z11+z4, z11-z4
+	}
 	for i := 0; i < 64; i += 8 {
 		d := (*[8]int32)(b[i : i+8])
 		t0, t7 := d[0]+d[7], d[0]-d[7]
@@ -40,46 +59,14 @@ func fdct(b *[64]int32) {
 		d[5], d[3] = z13+z2, z13-z2
 		d[1], d[7] = z11+z4, z11-z4
 	}
-	for i := range 8 {
-		t0, t7 := b[i]+b[56+i], b[i]-b[56+i]
-		t1, t6 := b[8+i]+b[48+i], b[8+i]-b[48+i]
-		t2, t5 := b[16+i]+b[40+i], b[16+i]-b[40+i]
-		t3, t4 := b[24+i]+b[32+i], b[24+i]-b[32+i]
-		t10, t13 := t0+t3, t0-t3
-		t11, t12 := t1+t2, t1-t2
-		b[i], b[32+i] = t10+t11, t10-t11
-		z1 := mul(t12+t13, fix0707)
-		b[16+i], b[48+i] = t13+z1, t13-z1
-		t10, t11, t12 = t4+t5, t5+t6, t6+t7
-		z5 := mul(t10-t12, fix0382)
-		z2 := mul(t10, fix0541) + z5
-		z4 := mul(t12, fix1306) + z5
-		z3 := mul(t11, fix0707)
-		z11, z13 := t7+z3, t7-z3
-		b[40+i], b[24+i] = z13+z2, z13-z2
-		b[8+i], b[56+i] = z11+z4, z11-z4
-	}
 }
 
 // block transforms, quantises and entropy-codes one block with table t
 // (0 luma, 1 chroma) after the previous DC value prev; it returns this
 // block's DC value.
 func (e *Encoder) block(b *[64]int32, t int, prev int32) int32 {
-	fdct(b)
-	recip := &e.recipZ[t]
-	var q [64]int32    // zigzag order
-	var nonzero uint64 // bit k: q[k] != 0
-	// Two coefficients a step: independent multiplies in flight.
-	// Rounded to nearest (halves up: with 24 fractional bits an exact
-	// half is all but impossible, and needs no sign handling); the
-	// masks spare the bounds checks.
-	for k := 0; k < 64; k += 2 {
-		c0 := int32((int64(b[zigzag[k&63]&63])*recip[k&63] + 1<<(quantBits-1)) >> quantBits)
-		c1 := int32((int64(b[zigzag[(k+1)&63]&63])*recip[(k+1)&63] + 1<<(quantBits-1)) >> quantBits)
-		q[k&63], q[(k+1)&63] = c0, c1
-		// bits k and k+1 set where the values are not 0, without a branch
-		nonzero |= (uint64(uint32(c0|-c0)>>31) | uint64(uint32(c1|-c1)>>31)<<1) << k
-	}
+	q := &e.coef // transposed
+	nonzero := toZigzag(fdctQuant(b, &e.recip[t], q))
 	dc, ac := &huffTables[2*t], &huffTables[2*t+1]
 	w := &e.bw
 	w.emit(dc, q[0]-prev)
@@ -93,7 +80,7 @@ func (e *Encoder) block(b *[64]int32, t int, prev int32) int32 {
 			w.put(ac[0xf0].bits, uint(ac[0xf0].len)) // ZRL: sixteen zeros
 			run -= 16
 		}
-		c := min(max(q[k], -1023), 1023) // baseline AC values have at most 10 bits
+		c := min(max(q[zigzagL[k&63]&63], -1023), 1023) // baseline AC values have at most 10 bits
 		size, extra := magnitude(c)
 		h := ac[(run<<4|int(size))&0xff]
 		w.put(h.bits<<size|extra, uint(h.len)+size)

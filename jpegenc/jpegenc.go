@@ -3,9 +3,12 @@
 //
 // It is built for that one job: no image.Image in between (pixels are
 // read where the framebuffer holds them), an integer AAN forward DCT
-// with the quantisation folded in as multiplies, the standard Huffman
-// tables of ITU T.81 Annex K.3 compiled once, and a 64-bit bit writer
-// appending to a []byte.
+// with the quantisation a multiply by a reciprocal, the standard
+// Huffman tables of ITU T.81 Annex K.3 compiled once, and a 64-bit bit
+// writer appending to a []byte. Colour conversion and the transform
+// run in AVX2 assembly where the CPU has it (no cgo: Go's own
+// assembler), in portable Go elsewhere or with the purego build tag;
+// both give the same bytes.
 package jpegenc
 
 import (
@@ -149,18 +152,18 @@ var aanScale = func() (s [8]float64) {
 const (
 	pass1Bits = 2  // extra precision bits of the samples through the DCT
 	constBits = 13 // fractional bits of the DCT's multipliers
-	quantBits = 24 // fractional bits of the quantisation reciprocals
 )
 
 // Encoder encodes at one quality. It is not safe for concurrent use:
 // each goroutine keeps its own.
 type Encoder struct {
 	quality int
-	quant   [2][64]uint8 // row-major, for DQT
-	recipZ  [2][64]int64 // zigzag order: 2^quantBits / (quant·aanScale²·8·2^pass1Bits)
+	quant   [2][64]uint8   // row-major, for DQT
+	recip   [2][64]float32 // transposed: 1 / (quant·aanScale²·8·2^pass1Bits)
 	bw      bitWriter
-	y       [4][64]int32
-	cb, cr  [64]int32
+	blocks  [6][64]int32  // an MCU: four luma blocks, Cb, Cr
+	coef    [64]int32     // one block's quantised coefficients, transposed
+	edge    [16 * 64]byte // an MCU past the picture's edge, edge pixels repeated
 }
 
 // New returns an Encoder for quality 1..100 (clamped), with the IJG
@@ -177,9 +180,11 @@ func New(quality int) *Encoder {
 			q := min(max((int(b)*scale+50)/100, 1), 255)
 			e.quant[t][i] = uint8(q)
 		}
-		for k, n := range zigzag {
-			d := float64(e.quant[t][n]) * aanScale[n/8] * aanScale[n%8] * 8 * (1 << pass1Bits)
-			e.recipZ[t][k] = int64(math.Round((1 << quantBits) / d))
+		for u := range 8 {
+			for v := range 8 {
+				d := float64(e.quant[t][u*8+v]) * aanScale[u] * aanScale[v] * 8 * (1 << pass1Bits)
+				e.recip[t][v*8+u] = float32(1 / d)
+			}
 		}
 	}
 	return e
@@ -201,23 +206,36 @@ func (e *Encoder) Encode(dst, pix []byte, stride, w, h int) ([]byte, error) {
 	dst = e.header(dst, w, h)
 	e.bw = bitWriter{buf: dst}
 	var prevY, prevCb, prevCr int32
-	var xs [16]int
 	for my := 0; my < h; my += 16 {
 		for mx := 0; mx < w; mx += 16 {
-			for c := range xs {
-				xs[c] = 4 * min(mx+c, w-1) // the edge repeats past the image
+			if mx+16 <= w && my+16 <= h {
+				loadMCU(&e.blocks, pix[my*stride+4*mx:], stride)
+			} else {
+				e.loadEdge(pix, stride, w, h, mx, my)
 			}
-			e.load(pix, stride, h, my, &xs)
-			for i := range e.y {
-				prevY = e.block(&e.y[i], 0, prevY)
+			for i := range 4 {
+				prevY = e.block(&e.blocks[i], 0, prevY)
 			}
-			prevCb = e.block(&e.cb, 1, prevCb)
-			prevCr = e.block(&e.cr, 1, prevCr)
+			prevCb = e.block(&e.blocks[4], 1, prevCb)
+			prevCr = e.block(&e.blocks[5], 1, prevCr)
 		}
 	}
 	dst = e.bw.finish()
 	e.bw = bitWriter{}
 	return append(dst, 0xff, markerEOI), nil
+}
+
+// loadEdge loads an MCU that reaches past the right or bottom edge:
+// the last column and row repeat, as T.81 suggests for padding.
+func (e *Encoder) loadEdge(pix []byte, stride, w, h, mx, my int) {
+	for r := range 16 {
+		row := pix[min(my+r, h-1)*stride:]
+		for c := range 16 {
+			x := 4 * min(mx+c, w-1)
+			copy(e.edge[r*64+4*c:r*64+4*c+4], row[x:x+4])
+		}
+	}
+	loadMCU(&e.blocks, e.edge[:], 64)
 }
 
 // header appends SOI, the quantisation tables, the frame header,
@@ -249,51 +267,4 @@ func (e *Encoder) header(dst []byte, w, h int) []byte {
 		dst = append(dst, s.values...)
 	}
 	return append(dst, 0xff, markerSOS, 0, 12, 3, 1, 0x00, 2, 0x11, 3, 0x11, 0, 63, 0)
-}
-
-// load converts the 16×16 MCU at row my (pixel byte offsets xs within
-// a row) to four luma blocks and two 2×2-averaged chroma blocks,
-// level-shifted and carrying pass1Bits extra bits. Rows go in pairs:
-// each 2×2 square gives four Y and one Cb and Cr.
-func (e *Encoder) load(pix []byte, stride, h, my int, xs *[16]int) {
-	var edge [2][64]byte
-	inside := xs[15] == xs[0]+60 // no column repeated: read in place
-	for r := 0; r < 16; r += 2 {
-		var px [2]*[64]byte
-		for i := range 2 {
-			row := pix[min(my+r+i, h-1)*stride:]
-			if inside {
-				px[i] = (*[64]byte)(row[xs[0] : xs[0]+64])
-				continue
-			}
-			for c, x := range xs {
-				copy(edge[i][4*c:4*c+4], row[x:x+4])
-			}
-			px[i] = &edge[i]
-		}
-		o := r % 8 * 8
-		ci := r / 2 * 8
-		for half := range 2 {
-			y0 := (*[16]int32)(e.y[r/8*2+half][o : o+16]) // rows r and r+1 of this block
-			cb := (*[4]int32)(e.cb[ci+half*4 : ci+half*4+4])
-			cr := (*[4]int32)(e.cr[ci+half*4 : ci+half*4+4])
-			for c := range 4 {
-				a := (*[8]byte)(px[0][half*32+8*c : half*32+8*c+8])
-				b := (*[8]byte)(px[1][half*32+8*c : half*32+8*c+8])
-				b0, g0, r0 := int32(a[0]), int32(a[1]), int32(a[2])
-				b1, g1, r1 := int32(a[4]), int32(a[5]), int32(a[6])
-				b2, g2, r2 := int32(b[0]), int32(b[1]), int32(b[2])
-				b3, g3, r3 := int32(b[4]), int32(b[5]), int32(b[6])
-				// Y = 0.299 R + 0.587 G + 0.114 B (16-bit fixed point), centred
-				y0[2*c] = (19595*r0+38470*g0+7471*b0+1<<(15-pass1Bits))>>(16-pass1Bits) - 128<<pass1Bits
-				y0[2*c+1] = (19595*r1+38470*g1+7471*b1+1<<(15-pass1Bits))>>(16-pass1Bits) - 128<<pass1Bits
-				y0[8+2*c] = (19595*r2+38470*g2+7471*b2+1<<(15-pass1Bits))>>(16-pass1Bits) - 128<<pass1Bits
-				y0[9+2*c] = (19595*r3+38470*g3+7471*b3+1<<(15-pass1Bits))>>(16-pass1Bits) - 128<<pass1Bits
-				rr, gg, bb := r0+r1+r2+r3, g0+g1+g2+g3, b0+b1+b2+b3
-				// Cb = -0.1687 R - 0.3313 G + 0.5 B, Cr = 0.5 R - 0.4187 G - 0.0813 B, of the mean
-				cb[c] = (-11059*rr - 21709*gg + 32768*bb + 1<<(17-pass1Bits)) >> (18 - pass1Bits)
-				cr[c] = (32768*rr - 27439*gg - 5329*bb + 1<<(17-pass1Bits)) >> (18 - pass1Bits)
-			}
-		}
-	}
 }

@@ -1,0 +1,96 @@
+package jpegenc
+
+import "math"
+
+// The two kernels, colour conversion of an MCU and the transform with
+// quantisation of a block, come in portable Go (here) and in AVX2
+// assembly (kernel_amd64.s). Both do the same integer arithmetic and
+// round the same way, so they give the same bits; the tests hold them
+// to it.
+
+// Colour conversion constants, 16 fractional bits (ITU-R BT.601 as
+// JFIF uses it). Luma keeps pass1Bits extra bits and is centred on 0;
+// chroma is taken from the sum of a 2×2 square.
+const (
+	yR, yG, yB    = 19595, 38470, 7471
+	yBias         = 1<<(15-pass1Bits) - 128<<(16) // rounding, and -128·2^pass1Bits after the shift
+	cbR, cbG, cbB = -11059, -21709, 32768
+	crR, crG, crB = 32768, -27439, -5329
+	cBias         = 1 << (17 - pass1Bits) // rounding of the chroma sums
+)
+
+// loadMCUGo converts the 16×16 pixels at pix (rows stride bytes apart)
+// to four luma blocks (top left, top right, bottom left, bottom right)
+// and Cb and Cr blocks of the 2×2 means.
+func loadMCUGo(dst *[6][64]int32, pix []byte, stride int) {
+	_ = pix[15*stride+63]
+	for r := 0; r < 16; r += 2 {
+		a := (*[64]byte)(pix[r*stride : r*stride+64])
+		b := (*[64]byte)(pix[(r+1)*stride : (r+1)*stride+64])
+		for c := range 8 { // a 2×2 square: columns 2c, 2c+1 of rows r, r+1
+			blk := &dst[r/8*2+c/4]
+			o := r%8*8 + 2*(c%4)
+			var rr, gg, bb int32
+			for i, p := range [4]*[64]byte{a, a, b, b} {
+				x := 8*c + 4*(i%2)
+				pb, pg, pr := int32(p[x]), int32(p[x+1]), int32(p[x+2])
+				blk[o+8*(i/2)+i%2] = (yR*pr + yG*pg + yB*pb + yBias) >> (16 - pass1Bits)
+				rr, gg, bb = rr+pr, gg+pg, bb+pb
+			}
+			dst[4][r/2*8+c] = (cbR*rr + cbG*gg + cbB*bb + cBias) >> (18 - pass1Bits)
+			dst[5][r/2*8+c] = (crR*rr + crG*gg + crB*bb + cBias) >> (18 - pass1Bits)
+		}
+	}
+}
+
+// fdctQuantGo transforms b in place (columns, then rows), quantises it
+// with recip into out, transposed (out[v*8+u] holds vertical frequency
+// u, horizontal v), and returns the mask of out's non-zero entries.
+// Quantisation rounds float32(b)·recip to the nearest integer, ties to
+// even: what the assembly's VCVTPS2DQ does.
+func fdctQuantGo(b *[64]int32, recip *[64]float32, out *[64]int32) uint64 {
+	fdct(b)
+	var nonzero uint64
+	for u := range 8 {
+		for v := range 8 {
+			c := int32(math.RoundToEven(float64(float32(b[u*8+v]) * recip[v*8+u])))
+			out[v*8+u] = c
+			nonzero |= uint64(uint32(c|-c)>>31) << (v*8 + u)
+		}
+	}
+	return nonzero
+}
+
+// zigzagL[k] is where the k-th coefficient in zigzag order sits in a
+// transposed block.
+var zigzagL = func() (z [64]uint8) {
+	for k, n := range zigzag {
+		z[k] = n%8*8 + n/8
+	}
+	return z
+}()
+
+// zigzagBits[i][m] spreads the bits of byte i of a transposed block's
+// mask to zigzag positions: eight lookups reorder the whole mask.
+var zigzagBits = func() (t [8][256]uint64) {
+	var pos [64]uint // zigzag position of each transposed index
+	for k, l := range zigzagL {
+		pos[l] = uint(k)
+	}
+	for i := range 8 {
+		for m := range 256 {
+			for j := range 8 {
+				if m>>j&1 != 0 {
+					t[i][m] |= 1 << pos[8*i+j]
+				}
+			}
+		}
+	}
+	return t
+}()
+
+// toZigzag reorders a transposed block's mask to zigzag order.
+func toZigzag(m uint64) uint64 {
+	return zigzagBits[0][m&0xff] | zigzagBits[1][m>>8&0xff] | zigzagBits[2][m>>16&0xff] | zigzagBits[3][m>>24&0xff] |
+		zigzagBits[4][m>>32&0xff] | zigzagBits[5][m>>40&0xff] | zigzagBits[6][m>>48&0xff] | zigzagBits[7][m>>56]
+}
