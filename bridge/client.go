@@ -691,9 +691,12 @@ func (c *client) sendUpdate(rects []Rect, encoding int32, cursor *cursorShape, c
 }
 
 // parallelArea is the update size (pixels) from which Tight encodes on
-// two cores: sixteen 64×64 tiles, some 0.3 ms of encoding or more, where
-// a goroutine's hand-over costs microseconds.
-const parallelArea = 16 * 64 * 64
+// two cores: sixty-four 64×64 tiles (a quarter of a 1280x800 screen),
+// half a millisecond of JPEG or more. Under it, the second core costs
+// more than it saves: widening the scheduler stops the world twice and
+// wakes a thread (with 16 tiles, and JPEG in AVX2, a photo gallery
+// scrolled in noVNC took 8% more CPU a frame in two halves than in one).
+const parallelArea = 64 * 64 * 64
 
 // splitArea returns the index that splits rs into two runs of about
 // equal area, each non-empty.

@@ -228,11 +228,17 @@ func (e *Encoder) Encode(dst, pix []byte, stride, w, h int) ([]byte, error) {
 // loadEdge loads an MCU that reaches past the right or bottom edge:
 // the last column and row repeat, as T.81 suggests for padding.
 func (e *Encoder) loadEdge(pix []byte, stride, w, h, mx, my int) {
+	n := 4 * (min(mx+16, w) - mx) // bytes of a row inside the picture
 	for r := range 16 {
-		row := pix[min(my+r, h-1)*stride:]
-		for c := range 16 {
-			x := 4 * min(mx+c, w-1)
-			copy(e.edge[r*64+4*c:r*64+4*c+4], row[x:x+4])
+		row := e.edge[r*64 : r*64+64]
+		if r > 0 && my+r >= h {
+			copy(row, e.edge[(r-1)*64:r*64])
+			continue
+		}
+		i := (my+r)*stride + 4*mx
+		copy(row, pix[i:i+n])
+		for x := n; x < 64; x += 4 {
+			copy(row[x:x+4], row[n-4:n])
 		}
 	}
 	loadMCU(&e.blocks, e.edge[:], 64)

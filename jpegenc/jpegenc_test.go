@@ -248,3 +248,30 @@ func BenchmarkEncode(b *testing.B) {
 		})
 	}
 }
+
+// An MCU past the right or bottom edge holds the picture's pixels with
+// the last column and row repeated.
+func TestLoadEdge(t *testing.T) {
+	p := pictures()[1] // 203x117
+	tests := []struct{ w, h, mx, my int }{
+		{203, 117, 192, 0},   // right edge: 11 columns
+		{203, 117, 0, 112},   // bottom edge: 5 rows
+		{203, 117, 192, 112}, // the corner
+		{1, 1, 0, 0},         // one pixel
+		{17, 9, 16, 0},       // one column
+		{200, 100, 192, 96},  // a sub-picture at the full stride
+	}
+	for _, tt := range tests {
+		e := New(50)
+		e.loadEdge(p.bgrx, 4*p.w, tt.w, tt.h, tt.mx, tt.my)
+		for r := range 16 {
+			for c := range 16 {
+				x, y := min(tt.mx+c, tt.w-1), min(tt.my+r, tt.h-1)
+				want := p.bgrx[4*(y*p.w+x) : 4*(y*p.w+x)+4]
+				if got := e.edge[r*64+4*c : r*64+4*c+4]; !bytes.Equal(got, want) {
+					t.Fatalf("%+v: pixel (%d, %d) of the MCU is %v, want %v", tt, c, r, got, want)
+				}
+			}
+		}
+	}
+}
