@@ -67,12 +67,13 @@ type scrollScratch struct {
 // go without a search.
 const maxScrollSkip = 4
 
-// rowHash hashes a row's pixels, ignoring the undefined X byte. Four
+// rowHashGo hashes a row's pixels, ignoring the undefined X byte. Four
 // independent lanes of 8 bytes: one chain of multiplies waited on its
 // own latency (hashing was 15% of deskd's CPU with a text page scrolled
 // in wheel steps); equal rows still hash equal, and a match is always
-// confirmed by comparing the rows.
-func rowHash(row []byte) uint64 {
+// confirmed by comparing the rows. rowHash (rowhash_amd64.go) uses it
+// where AVX2 is missing.
+func rowHashGo(row []byte) uint64 {
 	const prime, mask = 1099511628211, 0x00ffffff00ffffff
 	h0, h1, h2, h3 := uint64(14695981039346656037), uint64(1), uint64(2), uint64(3)
 	i := 0

@@ -472,9 +472,47 @@ func BenchmarkRowHash(b *testing.B) {
 	for i := range row {
 		row[i] = byte(i * 7)
 	}
-	b.SetBytes(int64(len(row)))
-	for b.Loop() {
-		rowHash(row)
+	for _, path := range []struct {
+		name string
+		f    func([]byte) uint64
+	}{{"rowHash", rowHash}, {"rowHashGo", rowHashGo}} {
+		b.Run(path.name, func(b *testing.B) {
+			b.SetBytes(int64(len(row)))
+			for b.Loop() {
+				path.f(row)
+			}
+		})
+	}
+}
+
+// A row's hash ignores the X bytes and changes with any one pixel's
+// colour, at every position and every length (the vector path's full
+// steps, its 8-pixel steps, its tail, and the short rows of the scalar
+// path).
+func TestRowHash(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	for _, px := range []int{1, 7, 63, 64, 65, 71, 72, 128, 321, 1280, 1283} {
+		row := make([]byte, 4*px)
+		for i := range row {
+			row[i] = byte(rng.Uint32())
+		}
+		h := rowHash(row)
+		x := slices.Clone(row)
+		for i := 3; i < len(x); i += 4 {
+			x[i] ^= 0xa5
+		}
+		if rowHash(x) != h {
+			t.Fatalf("%d pixels: the X bytes change the hash", px)
+		}
+		for p := range px {
+			for c := range 3 {
+				y := slices.Clone(row)
+				y[4*p+c] ^= 1 << (p % 8)
+				if rowHash(y) == h {
+					t.Fatalf("%d pixels: byte %d of pixel %d changed, the hash did not", px, c, p)
+				}
+			}
+		}
 	}
 }
 

@@ -1,0 +1,88 @@
+//go:build !purego
+
+#include "textflag.h"
+
+DATA hashK<>+0(SB)/4, $0x00ffffff // pixel mask: B, G, R
+DATA hashK<>+4(SB)/4, $16777619   // FNV-1a's 32-bit prime
+GLOBL hashK<>(SB), RODATA|NOPTR, $8
+
+// STEP folds the eight pixels at off(SI) into accumulator A.
+#define STEP(off, A) \
+	VPAND   off(SI), Y15, Y8; \
+	VPXOR   Y8, A, A; \
+	VPMULLD Y14, A, A
+
+// func hashLanesAVX2(p *byte, n int, lanes *[8]uint32)
+TEXT ·hashLanesAVX2(SB), NOSPLIT, $0-24
+	MOVQ p+0(FP), SI
+	MOVQ n+8(FP), CX
+	MOVQ lanes+16(FP), DI
+	VPBROADCASTD hashK<>+0(SB), Y15
+	VPBROADCASTD hashK<>+4(SB), Y14
+	// eight accumulators, seeded apart: 2166136261 + k
+	MOVL $2166136261, AX
+	MOVL AX, X0
+	VPBROADCASTD X0, Y0
+	INCL AX
+	MOVL AX, X1
+	VPBROADCASTD X1, Y1
+	INCL AX
+	MOVL AX, X2
+	VPBROADCASTD X2, Y2
+	INCL AX
+	MOVL AX, X3
+	VPBROADCASTD X3, Y3
+	INCL AX
+	MOVL AX, X4
+	VPBROADCASTD X4, Y4
+	INCL AX
+	MOVL AX, X5
+	VPBROADCASTD X5, Y5
+	INCL AX
+	MOVL AX, X6
+	VPBROADCASTD X6, Y6
+	INCL AX
+	MOVL AX, X7
+	VPBROADCASTD X7, Y7
+
+big:
+	CMPQ CX, $256
+	JLT  small
+	STEP(0, Y0)
+	STEP(32, Y1)
+	STEP(64, Y2)
+	STEP(96, Y3)
+	STEP(128, Y4)
+	STEP(160, Y5)
+	STEP(192, Y6)
+	STEP(224, Y7)
+	ADDQ $256, SI
+	SUBQ $256, CX
+	JMP  big
+
+small:
+	CMPQ CX, $32
+	JLT  fold
+	STEP(0, Y0)
+	ADDQ $32, SI
+	SUBQ $32, CX
+	JMP  small
+
+fold:
+	VPMULLD Y14, Y0, Y0
+	VPXOR   Y1, Y0, Y0
+	VPMULLD Y14, Y0, Y0
+	VPXOR   Y2, Y0, Y0
+	VPMULLD Y14, Y0, Y0
+	VPXOR   Y3, Y0, Y0
+	VPMULLD Y14, Y0, Y0
+	VPXOR   Y4, Y0, Y0
+	VPMULLD Y14, Y0, Y0
+	VPXOR   Y5, Y0, Y0
+	VPMULLD Y14, Y0, Y0
+	VPXOR   Y6, Y0, Y0
+	VPMULLD Y14, Y0, Y0
+	VPXOR   Y7, Y0, Y0
+	VMOVDQU Y0, (DI)
+	VZEROUPPER
+	RET
