@@ -68,8 +68,20 @@ func (e *Encoder) block(b *[64]int32, t int, prev int32) int32 {
 	q := &e.coef // transposed
 	nonzero := toZigzag(fdctQuant(b, &e.recip[t], q))
 	dc, ac := &huffTables[2*t], &huffTables[2*t+1]
+	// The pending bits live in locals through the block (through the
+	// writer's fields, each code waited on a store and a load).
 	w := &e.bw
-	w.emit(dc, q[0]-prev)
+	acc, n := w.acc, w.n
+	put := func(v uint32, l uint) {
+		acc = acc<<l | uint64(v)
+		n += l
+		if n >= 32 {
+			n -= 32
+			w.word(uint32(acc >> n))
+		}
+	}
+	size, extra := magnitude(q[0] - prev)
+	put(dc[size].bits<<size|extra, uint(dc[size].len)+size)
 	// Walk the non-zero AC values only: the zeros between them are runs.
 	k := 0
 	for rest := nonzero >> 1 << 1; rest != 0; rest &= rest - 1 {
@@ -77,17 +89,18 @@ func (e *Encoder) block(b *[64]int32, t int, prev int32) int32 {
 		run := next - k - 1
 		k = next
 		for run > 15 {
-			w.put(ac[0xf0].bits, uint(ac[0xf0].len)) // ZRL: sixteen zeros
+			put(ac[0xf0].bits, uint(ac[0xf0].len)) // ZRL: sixteen zeros
 			run -= 16
 		}
 		c := min(max(q[zigzagL[k&63]&63], -1023), 1023) // baseline AC values have at most 10 bits
 		size, extra := magnitude(c)
 		h := ac[(run<<4|int(size))&0xff]
-		w.put(h.bits<<size|extra, uint(h.len)+size)
+		put(h.bits<<size|extra, uint(h.len)+size)
 	}
 	if k < 63 {
-		w.put(ac[0x00].bits, uint(ac[0x00].len)) // EOB
+		put(ac[0x00].bits, uint(ac[0x00].len)) // EOB
 	}
+	w.acc, w.n = acc, n
 	return q[0]
 }
 
@@ -108,30 +121,9 @@ type bitWriter struct {
 	n   uint
 }
 
-// emit writes a DC difference: its category's code, then its bits.
-func (w *bitWriter) emit(t *[256]code, v int32) {
-	size, extra := magnitude(v)
-	h := t[size]
-	w.put(h.bits<<size|extra, uint(h.len)+size)
-}
-
-// put appends the low n bits of v (n ≤ 32).
-func (w *bitWriter) put(v uint32, n uint) {
-	w.acc = w.acc<<n | uint64(v)
-	w.n += n
-	if w.n >= 32 {
-		w.flush32()
-	}
-}
-
-// flush32 moves the oldest 32 pending bits to the buffer: four bytes at
-// once unless one of them is 0xFF (stuffed with a zero). It stays out of
-// line so that put, called for every code, is inlined.
-//
-//go:noinline
-func (w *bitWriter) flush32() {
-	w.n -= 32
-	x := uint32(w.acc >> w.n)
+// word appends x's four bytes: at once unless one of them is 0xFF
+// (stuffed with a zero).
+func (w *bitWriter) word(x uint32) {
 	if (^x-0x01010101)&x&0x80808080 == 0 { // no byte of x is 0xFF
 		w.buf = binary.BigEndian.AppendUint32(w.buf, x)
 		return
