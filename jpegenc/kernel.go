@@ -13,7 +13,7 @@ import "math"
 // chroma is taken from the sum of a 2×2 square.
 const (
 	yR, yG, yB    = 19595, 38470, 7471
-	yBias         = 1<<(15-pass1Bits) - 128<<(16) // rounding, and -128·2^pass1Bits after the shift
+	yBias         = 1<<(15-pass1Bits) - 128<<16 // rounding, and -128·2^pass1Bits after the shift
 	cbR, cbG, cbB = -11059, -21709, 32768
 	crR, crG, crB = 32768, -27439, -5329
 	cBias         = 1 << (17 - pass1Bits) // rounding of the chroma sums
