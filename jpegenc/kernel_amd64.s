@@ -45,6 +45,18 @@ GLOBL consts<>(SB), RODATA|NOPTR, $480
 	VPSRAD  $14, T, T; \
 	VMOVDQU T, dst
 
+// HALF stores the luma of eight columns (at byte off of both rows at SI,
+// SI+DX) in the two rows of a luma block at dst(AX), and leaves the sums
+// of B, G, R over the two rows in B0, G0, R0 (B1, G1, R1 are scratch).
+#define HALF(off, dst, B0, G0, R0, B1, G1, R1) \
+	PIX(off(SI), B0, G0, R0); \
+	LUMA(B0, G0, R0, Y12, Y13, dst(AX)); \
+	PIX(off(SI)(DX*1), B1, G1, R1); \
+	LUMA(B1, G1, R1, Y12, Y13, dst+32(AX)); \
+	VPADDD B1, B0, B0; \
+	VPADDD G1, G0, G0; \
+	VPADDD R1, R0, R0
+
 // func loadAVX2(dst *[6][64]int32, pix *byte, stride int)
 TEXT ·loadAVX2(SB), NOSPLIT, $0-24
 	MOVQ dst+0(FP), DI
@@ -64,23 +76,8 @@ pair:
 	ADDQ BX, AX
 	ADDQ DI, AX
 
-	// left eight columns of both rows; Y0-Y2 the sums of B, G, R
-	PIX(0(SI), Y0, Y1, Y2)
-	LUMA(Y0, Y1, Y2, Y12, Y13, 0(AX))
-	PIX(0(SI)(DX*1), Y3, Y4, Y5)
-	LUMA(Y3, Y4, Y5, Y12, Y13, 32(AX))
-	VPADDD Y3, Y0, Y0
-	VPADDD Y4, Y1, Y1
-	VPADDD Y5, Y2, Y2
-
-	// right eight columns (the next luma block); Y3-Y5 the sums
-	PIX(32(SI), Y3, Y4, Y5)
-	LUMA(Y3, Y4, Y5, Y12, Y13, 256(AX))
-	PIX(32(SI)(DX*1), Y6, Y7, Y8)
-	LUMA(Y6, Y7, Y8, Y12, Y13, 288(AX))
-	VPADDD Y6, Y3, Y3
-	VPADDD Y7, Y4, Y4
-	VPADDD Y8, Y5, Y5
+	HALF(0, 0, Y0, Y1, Y2, Y3, Y4, Y5)     // left eight columns: Y0-Y2 the sums
+	HALF(32, 256, Y3, Y4, Y5, Y6, Y7, Y8)  // right eight (the next luma block): Y3-Y5
 
 	// sums of horizontal pairs, back in column order
 	VPHADDD Y3, Y0, Y0

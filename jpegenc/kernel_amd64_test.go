@@ -49,30 +49,37 @@ func mcuSources(rng *rand.Rand) []struct {
 	}
 }
 
+// matchKernels fails t unless the AVX2 kernels give exactly the
+// portable kernels' values for the MCU at pix, at each encoder's tables.
+func matchKernels(t *testing.T, name string, pix []byte, stride int, encs []*Encoder) {
+	t.Helper()
+	var want, got [6][64]int32
+	loadMCUGo(&want, pix, stride)
+	loadAVX2(&got, &pix[0], stride)
+	if got != want {
+		t.Fatalf("%s: load differs\n got %v\nwant %v", name, got, want)
+	}
+	for _, e := range encs {
+		for i := range want {
+			tab := min(i/4, 1)
+			b1, b2 := want[i], want[i]
+			var o1, o2 [64]int32
+			m1 := fdctQuantGo(&b1, &e.recip[tab], &o1)
+			m2 := fdctQuantAVX2(&b2, &e.recip[tab], &o2)
+			if o1 != o2 || m1 != m2 {
+				t.Fatalf("%s q%d block %d: transform differs\n got %v %x\nwant %v %x", name, e.quality, i, o2, m2, o1, m1)
+			}
+		}
+	}
+}
+
 // The AVX2 kernels give exactly the portable kernels' values.
 func TestKernelsMatch(t *testing.T) {
 	needAVX2(t)
 	rng := rand.New(rand.NewPCG(5, 6))
 	encs := []*Encoder{New(1), New(15), New(79), New(100)}
 	for _, src := range mcuSources(rng) {
-		var want, got [6][64]int32
-		loadMCUGo(&want, src.pix, src.stride)
-		loadAVX2(&got, &src.pix[0], src.stride)
-		if got != want {
-			t.Fatalf("%s: load differs\n got %v\nwant %v", src.name, got, want)
-		}
-		for _, e := range encs {
-			for i := range want {
-				tab := min(i/4, 1)
-				b1, b2 := want[i], want[i]
-				var o1, o2 [64]int32
-				m1 := fdctQuantGo(&b1, &e.recip[tab], &o1)
-				m2 := fdctQuantAVX2(&b2, &e.recip[tab], &o2)
-				if o1 != o2 || m1 != m2 {
-					t.Fatalf("%s q%d block %d: transform differs\n got %v %x\nwant %v %x", src.name, e.quality, i, o2, m2, o1, m1)
-				}
-			}
-		}
+		matchKernels(t, src.name, src.pix, src.stride, encs)
 	}
 }
 
@@ -135,21 +142,6 @@ func FuzzKernels(f *testing.F) {
 		for i := range pix {
 			pix[i] = seed[i%len(seed)] ^ byte(i/len(seed))
 		}
-		var want, got [6][64]int32
-		loadMCUGo(&want, pix, stride)
-		loadAVX2(&got, &pix[0], stride)
-		if got != want {
-			t.Fatalf("load differs")
-		}
-		e := New(int(q))
-		for i := range want {
-			b1, b2 := want[i], want[i]
-			var o1, o2 [64]int32
-			m1 := fdctQuantGo(&b1, &e.recip[min(i/4, 1)], &o1)
-			m2 := fdctQuantAVX2(&b2, &e.recip[min(i/4, 1)], &o2)
-			if o1 != o2 || m1 != m2 {
-				t.Fatalf("q%d block %d: transform differs", e.quality, i)
-			}
-		}
+		matchKernels(t, "fuzz", pix, stride, []*Encoder{New(int(q))})
 	})
 }
