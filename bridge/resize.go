@@ -106,6 +106,7 @@ func (s *Server) applySize(w, h int, from *client, scratch **Frame) bool {
 	}
 	s.fb = fb
 	s.bumpVersions()
+	s.sums.reset(h)
 	*scratch = NewFrame(w, h)
 	for c := range s.clients {
 		reason := reasonServer

@@ -96,7 +96,7 @@ func TestSampleBox(t *testing.T) {
 			for i := range differs {
 				differs[i] = true // left from an earlier box: cleared
 			}
-			same, rows := sampleBox(a, b, box, tc.phase, differs)
+			same, rows := sampleBox(a, b, box, tc.phase, differs, nil)
 			var got []int
 			for i, d := range differs {
 				if d {
@@ -105,6 +105,66 @@ func TestSampleBox(t *testing.T) {
 			}
 			if !slices.Equal(got, tc.want) || same != tc.same || rows != 5 {
 				t.Fatalf("sampleBox: tiles %v, %d of %d rows unchanged; want %v, %d of 5", got, same, rows, tc.want, tc.same)
+			}
+		})
+	}
+}
+
+// TestSampleBoxSums: sampled rows found unchanged leave their hash in
+// sums; a later sample of the same span compares the capture's row with
+// that hash, not with the old picture, and finds any pixel changed; a
+// row of another span, or one forgotten, is compared again.
+func TestSampleBoxSums(t *testing.T) {
+	const w, h = 320, 128 // 5x2 tiles
+	box := Rect{0, 0, w, h}
+	for _, tc := range []struct {
+		name  string
+		edit  func(old, cur *Frame, sums rowSums) // after the rows' hashes were learnt at phase 0
+		box   Rect
+		want  []int // tiles found to differ
+		known bool  // row 16's hash is known afterwards
+	}{
+		{"unchanged: known", func(old, cur *Frame, sums rowSums) {}, box, nil, true},
+		{"one pixel of the capture", func(old, cur *Frame, sums rowSums) { cur.Pix[16*cur.Stride+4*200] ^= 1 }, box, []int{3}, true},
+		{"X byte only", func(old, cur *Frame, sums rowSums) { cur.Pix[16*cur.Stride+4*200+3] ^= 0xff }, box, nil, true},
+		{"old row unread once hashed", func(old, cur *Frame, sums rowSums) { old.Pix[16*old.Stride+4*10] ^= 1 }, box, nil, true},
+		{"another span: compared", func(old, cur *Frame, sums rowSums) { old.Pix[16*old.Stride+4*10] ^= 1 }, Rect{0, 0, 256, h}, []int{0}, false},
+		{"forgotten: compared", func(old, cur *Frame, sums rowSums) {
+			old.Pix[16*old.Stride+4*10] ^= 1
+			sums.forget(0, 64)
+		}, box, []int{0}, false},
+		{"forgotten, then equal again: known", func(old, cur *Frame, sums rowSums) {
+			old.Pix[16*old.Stride+4*10] ^= 1
+			cur.Pix[16*cur.Stride+4*10] ^= 1
+			sums.forget(16, 17)
+		}, box, nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			old, cur := NewFrame(w, h), NewFrame(w, h)
+			rng := rand.New(rand.NewPCG(1, 2))
+			for i := range old.Pix {
+				old.Pix[i] = byte(rng.Uint32())
+			}
+			copy(cur.Pix, old.Pix)
+			var sums rowSums
+			sums.reset(h)
+			differs := make([]bool, 10)
+			if same, rows := sampleBox(old, cur, box, 0, differs, sums); same != rows || !sums[16].ok || !sums[80].ok || sums[17].ok {
+				t.Fatalf("first sample: %d of %d rows unchanged, rows 16/80/17 known %v/%v/%v; want all, true/true/false", same, rows, sums[16].ok, sums[80].ok, sums[17].ok)
+			}
+			tc.edit(old, cur, sums)
+			sampleBox(old, cur, tc.box, 0, differs, sums)
+			var got []int
+			for i, d := range differs[:(tc.box.W/tile)*2] {
+				if d {
+					got = append(got, i)
+				}
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("tiles found to differ %v, want %v", got, tc.want)
+			}
+			if k := sums[16].ok && sums[16].w == int32(tc.box.W); k != tc.known {
+				t.Errorf("row 16's hash for this span known: %v, want %v", k, tc.known)
 			}
 		})
 	}
@@ -557,5 +617,69 @@ func TestSampledCaptureSearchesOnlyMoves(t *testing.T) {
 	}, true)
 	if c.copies == 0 {
 		t.Fatal("the scroll went without CopyRect")
+	}
+}
+
+// TestRowSumsFollowFramebuffer: whatever the captures copy into the
+// framebuffer (a glyph on sampled rows, the glyph gone again, a line
+// between them, a scroll), every row hash the sampled compare keeps is
+// the hash of the framebuffer's row as it is after the capture, checked
+// in the capture goroutine after each one.
+func TestRowSumsFollowFramebuffer(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	scr := newSharedScreen(512, 384)
+	fillRows(scr.f, 0, 384, rng)
+	s := newTestServer(t, scr, "")
+	c := noVNCViewer(t, s, EncCopyRect, EncTight)
+	scr.captured(t, 0)
+	var stale []int
+	known := 0
+	scr.mu.Lock()
+	scr.after = func() {
+		s.mu.RLock()
+		defer s.mu.RUnlock()
+		for y, sum := range s.sums {
+			if !sum.ok {
+				continue
+			}
+			known++
+			i := y*s.fb.Stride + 4*int(sum.x)
+			if rowHash(s.fb.Pix[i:i+4*int(sum.w)]) != sum.h {
+				stale = append(stale, y)
+			}
+		}
+	}
+	scr.mu.Unlock()
+	whole := image.Rect(0, 0, 512, 384)
+	for i, change := range []func(f *Frame){
+		func(f *Frame) {},
+		func(f *Frame) { inkGlyph(f, 3, 1) },
+		func(f *Frame) { fillRows(f, tile+20, tile+36, rng) }, // the glyph's rows anew
+		func(f *Frame) {},                                     // hot tiles compared in full
+		func(f *Frame) { inkGlyph(f, 1, 4) },
+		func(f *Frame) { copy(f.Pix, f.Pix[97*f.Stride:]); fillRows(f, 384-97, 384, rng) }, // a scroll
+		func(f *Frame) {},
+	} {
+		scr.mu.Lock()
+		n := scr.shared
+		change(scr.f)
+		scr.mu.Unlock()
+		scr.damage <- whole
+		scr.captured(t, n)
+		scr.mu.Lock()
+		bad, k := slices.Clone(stale), known
+		scr.mu.Unlock()
+		if len(bad) > 0 {
+			t.Fatalf("change %d: rows %v keep the hash of pixels the framebuffer no longer has", i, bad)
+		}
+		if k == 0 {
+			t.Fatalf("change %d: no row hash known: the sampled compare never learnt one", i)
+		}
+	}
+	// The viewer ends with the screen, once the suspects are compared.
+	waitUntil(t, "suspects were never compared", func() bool { _, _, n := sampling(s, 0); return n == 0 })
+	c.request(true)
+	if rects := c.update(); !c.matches(scr.memScreen) {
+		t.Fatalf("the viewer differs from the screen after %v", rects)
 	}
 }

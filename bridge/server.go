@@ -102,6 +102,7 @@ type Server struct {
 	sample     sampler        // the capture loop's (s.mu where it compares)
 	verify     *verifyTimer   // the capture loop's: when suspects may be due
 	sampleBits []bool         // the capture loop's: sampleBox's per tile
+	sums       rowSums        // the capture loop's: s.fb's row hashes for sampleBox
 	noShared   bool           // the capture loop's: the screen's CaptureShared failed
 	versions   []uint64       // per tile: content version (s.mu)
 	gen        uint64         // last version given (s.mu)
@@ -137,6 +138,7 @@ func NewServer(screen Screen, cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("rfb: first capture: %w", err)
 	}
 	s.bumpVersions()
+	s.sums.reset(h)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.wg.Add(1)
 	go s.captureLoop()
@@ -355,7 +357,7 @@ func (s *Server) capture(damaged []Rect, scratch *Frame, findScroll, exact bool)
 					s.sampleBits = make([]bool, n)
 				}
 				differs = s.sampleBits[:n]
-				same, rows := sampleBox(s.fb, cur, box, s.sample.phase, differs)
+				same, rows := sampleBox(s.fb, cur, box, s.sample.phase, differs, s.sums)
 				inPlace = 4*same >= 3*rows
 			}
 			if k == 0 && findScroll && !inPlace {
@@ -465,6 +467,7 @@ func (s *Server) compareBox(changed []Rect, cur *Frame, box Rect, sc *scroll, sa
 				}
 			}
 			if differs {
+				s.sums.forget(t.Y, t.Y+t.H) // its rows in s.fb are new
 				changed = append(changed, t)
 				s.gen++
 				if idx, ok := tileIndex(t, full.W, full.H); ok {
