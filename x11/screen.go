@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/jezek/xgb"
 	"github.com/jezek/xgb/damage"
@@ -36,11 +37,15 @@ type Screen struct {
 	capMu    sync.Mutex // one capture at a time (the SHM segment is shared)
 	shmOp    byte       // MIT-SHM's major opcode
 	shmID    int
-	shmem    []byte   // nil: GetImage
-	shmc     *shmConn // nil after a broken stream: dialled again
-	shmDials int      // connections made, for the tests
+	shmem    []byte // nil: GetImage
+	shmc     *xConn // nil after a broken stream: dialled again
+	shmDials int    // connections made, for the tests
 
 	damage   chan image.Rectangle
+	dmg      *xConn       // DAMAGE's connection (damageconn.go); nil: xgb's
+	notify   byte         // DamageNotify's event code
+	damaged  atomic.Int64 // notifications read, for the tests
+	closed   atomic.Bool  // Close was called
 	cursorCh chan struct{}
 	clip     *clipboard
 	wg       sync.WaitGroup // the clipboard's goroutine
@@ -175,12 +180,15 @@ func OpenScreen(display string, log *slog.Logger) (*Screen, error) {
 	if err := s.openSHM(); err != nil {
 		log.Info("MIT-SHM unavailable; capturing with GetImage", "err", err)
 	}
-	d, err := damage.NewDamageId(c)
-	if err != nil {
-		return fail(fmt.Errorf("x11: damage id: %w", err))
-	}
-	if err := damage.CreateChecked(c, d, xproto.Drawable(s.root), damage.ReportLevelRawRectangles).Check(); err != nil {
-		return fail(fmt.Errorf("x11: create damage: %w", err))
+	if err := s.openDamage(); err != nil {
+		log.Info("damage on a connection of its own unavailable; through xgb", "err", err)
+		d, err := damage.NewDamageId(c)
+		if err != nil {
+			return fail(fmt.Errorf("x11: damage id: %w", err))
+		}
+		if err := damage.CreateChecked(c, d, xproto.Drawable(s.root), damage.ReportLevelRawRectangles).Check(); err != nil {
+			return fail(fmt.Errorf("x11: create damage: %w", err))
+		}
 	}
 	if err := xfixes.SelectCursorInputChecked(c, s.root, xfixes.CursorNotifyMaskDisplayCursor).Check(); err != nil {
 		return fail(fmt.Errorf("x11: cursor events: %w", err))
@@ -189,6 +197,9 @@ func OpenScreen(display string, log *slog.Logger) (*Screen, error) {
 		return fail(err)
 	}
 	go s.events() // ends when the connection closes
+	if s.dmg != nil {
+		s.wg.Go(s.readDamage) // ends when s.dmg closes
+	}
 	s.wg.Go(func() { s.clip.run(s.done) })
 	return s, nil
 }
@@ -244,10 +255,44 @@ func (s *Screen) openSHM() error {
 	return nil
 }
 
+// openDamage creates the damage object of the root window on a
+// connection of its own (damageconn.go).
+func (s *Screen) openDamage() error {
+	rep, err := xproto.QueryExtension(s.c, uint16(len("DAMAGE")), "DAMAGE").Reply()
+	if err != nil {
+		return err
+	}
+	if !rep.Present || rep.FirstEvent < 64 || rep.FirstEvent > 127 { // extension events are 64-127
+		return fmt.Errorf("DAMAGE: first event %d", rep.FirstEvent)
+	}
+	c, err := dialDamage(s.display, rep.MajorOpcode, uint32(s.root))
+	if err != nil {
+		return err
+	}
+	s.dmg, s.notify = c, rep.FirstEvent // DamageNotify is DAMAGE's event 0
+	return nil
+}
+
+// readDamage queues the damage connection's notifications until it
+// closes (Close, or the X server gone), then closes the damage channel.
+func (s *Screen) readDamage() {
+	defer close(s.damage)
+	err := readDamage(s.dmg.conn, s.notify, func(r image.Rectangle) {
+		s.damaged.Add(1)
+		w, h := s.Size()
+		queueDamage(s.damage, r, image.Rect(0, 0, w, h))
+	})
+	if !s.closed.Load() {
+		s.log.Warn("damage connection ended; the screen is gone", "err", err)
+	}
+}
+
 // events drains the connection's events (xgb blocks every reply once 5000
 // are queued) and turns DAMAGE notifications into rectangles.
 func (s *Screen) events() {
-	defer close(s.damage)
+	if s.dmg == nil {
+		defer close(s.damage)
+	}
 	defer close(s.done)
 	for {
 		ev, err := s.c.WaitForEvent()
@@ -276,6 +321,7 @@ func (s *Screen) events() {
 		if !ok {
 			continue
 		}
+		s.damaged.Add(1)
 		r := image.Rect(int(n.Area.X), int(n.Area.Y), int(n.Area.X)+int(n.Area.Width), int(n.Area.Y)+int(n.Area.Height))
 		w, h := s.Size()
 		queueDamage(s.damage, r, image.Rect(0, 0, w, h))
@@ -427,7 +473,11 @@ func (s *Screen) CaptureShared(r image.Rectangle, fn func(pix []byte, stride int
 
 // Close detaches the SHM segment and closes the connection.
 func (s *Screen) Close() error {
+	s.closed.Store(true)
 	s.c.Close()
+	if s.dmg != nil {
+		s.dmg.Close()
+	}
 	<-s.done
 	s.wg.Wait()
 	s.capMu.Lock()

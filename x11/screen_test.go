@@ -26,6 +26,9 @@ func TestScreen(t *testing.T) {
 		t.Fatalf("size %dx%d", w, h)
 	}
 	t.Logf("capture via SHM: %v", s.shmem != nil)
+	if s.dmg == nil {
+		t.Fatal("damage comes through xgb, not on a connection of its own (a local display)")
+	}
 
 	// Another client maps a red window at (100, 50) listening for keys.
 	c, err := xgb.NewConnDisplay(x.Display)

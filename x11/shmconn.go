@@ -13,20 +13,21 @@ import (
 	"github.com/cubepod/deskd/rawconn"
 )
 
-// shmConn is a second connection to the X server that does one thing:
-// MIT-SHM GetImage into our segment, the request written and its reply
-// read by the goroutine that captures. Through xgb a capture's round
-// trip passes five goroutines (request queue, sequence numbers, writer,
-// reader, reply channel), each hand-off a thread wake-up on an idle core:
-// with a keystroke's update costing about a millisecond of deskd's CPU,
-// most of it waking up, one read here is what the capture needs. Nothing
-// selects events on this connection, so what comes back is our replies,
-// our errors and the few events X sends every client (MappingNotify),
-// which are skipped.
-type shmConn struct {
+// xConn is a connection to the X server of our own, spoken without xgb,
+// that does one thing. The capture's does MIT-SHM GetImage into our
+// segment, the request written and its reply read by the goroutine that
+// captures. Through xgb a capture's round trip passes five goroutines
+// (request queue, sequence numbers, writer, reader, reply channel), each
+// hand-off a thread wake-up on an idle core: with a keystroke's update
+// costing about a millisecond of deskd's CPU, most of it waking up, one
+// read here is what the capture needs. Nothing selects events on it, so
+// what comes back is our replies, our errors and the few events X sends
+// every client (MappingNotify), which are skipped. The damage
+// connection (damageconn.go) only receives DAMAGE's notifications.
+type xConn struct {
 	conn    net.Conn
-	opcode  byte   // MIT-SHM's major opcode (the same on every connection)
-	seg     uint32 // our id for the segment
+	opcode  byte   // the extension's major opcode (the same on every connection)
+	seg     uint32 // our first resource id: the segment's, the damage object's
 	seq     uint16 // the last request's sequence number
 	timeout time.Duration
 	buf     [32]byte
@@ -44,14 +45,14 @@ const (
 // MIT-MAGIC-COOKIE-1 in $XAUTHORITY or ~/.Xauthority for this host and
 // display, none when there is no file), attaches SysV segment shmid and
 // checks with a round trip that the server could.
-func dialSHM(display string, opcode byte, shmid int) (*shmConn, error) {
+func dialSHM(display string, opcode byte, shmid int) (*xConn, error) {
 	conn, num, err := dialLocal(display)
 	if err != nil {
 		return nil, fmt.Errorf("x11: shm connection: %w", err)
 	}
 	host, _ := os.Hostname()
 	name, data := cookieFor(authFile(), host, num)
-	c := &shmConn{conn: conn, opcode: opcode, timeout: shmTimeout}
+	c := &xConn{conn: conn, opcode: opcode, timeout: shmTimeout}
 	if err := c.setup(name, data, uint32(shmid)); err != nil {
 		conn.Close()
 		return nil, err
@@ -101,25 +102,12 @@ func displayNumber(display string) (string, error) {
 // setup sends the connection setup, reads the server's answer (the
 // resource id range, for our segment's id), attaches the segment and
 // makes a round trip that reports an error the attach met.
-func (c *shmConn) setup(name string, data []byte, shmid uint32) error {
-	pad := func(n int) int { return (n + 3) &^ 3 }
-	req := make([]byte, 12+pad(len(name))+pad(len(data)))
-	req[0] = 'l' // little-endian, protocol 11.0
-	binary.LittleEndian.PutUint16(req[2:], 11)
-	binary.LittleEndian.PutUint16(req[6:], uint16(len(name)))
-	binary.LittleEndian.PutUint16(req[8:], uint16(len(data)))
-	copy(req[12:], name)
-	copy(req[12+pad(len(name)):], data)
+func (c *xConn) setup(name string, data []byte, shmid uint32) error {
 	c.conn.SetDeadline(time.Now().Add(c.timeout))
 	defer c.conn.SetDeadline(time.Time{})
-	if _, err := c.conn.Write(req); err != nil {
-		return fmt.Errorf("x11: shm connection setup: %w", err)
-	}
-	base, mask, err := readSetup(c.conn)
-	if err != nil {
+	if err := c.handshake(name, data); err != nil {
 		return err
 	}
-	c.seg = base | mask&-mask // the first id of our range
 	attach := c.buf[:16]
 	attach[0], attach[1] = c.opcode, 1 // ShmAttach
 	binary.LittleEndian.PutUint16(attach[2:], 4)
@@ -137,39 +125,62 @@ func (c *shmConn) setup(name string, data []byte, shmid uint32) error {
 	return nil
 }
 
+// handshake sends the connection setup with the cookie name and data,
+// reads the server's answer and takes the first id of the resource id
+// range it gives as c.seg. The caller sets the deadline.
+func (c *xConn) handshake(name string, data []byte) error {
+	pad := func(n int) int { return (n + 3) &^ 3 }
+	req := make([]byte, 12+pad(len(name))+pad(len(data)))
+	req[0] = 'l' // little-endian, protocol 11.0
+	binary.LittleEndian.PutUint16(req[2:], 11)
+	binary.LittleEndian.PutUint16(req[6:], uint16(len(name)))
+	binary.LittleEndian.PutUint16(req[8:], uint16(len(data)))
+	copy(req[12:], name)
+	copy(req[12+pad(len(name)):], data)
+	if _, err := c.conn.Write(req); err != nil {
+		return fmt.Errorf("x11: connection setup: %w", err)
+	}
+	base, mask, err := readSetup(c.conn)
+	if err != nil {
+		return err
+	}
+	c.seg = base | mask&-mask // the first id of our range
+	return nil
+}
+
 // readSetup reads the server's setup reply and returns the client's
 // resource id base and mask.
 func readSetup(r io.Reader) (base, mask uint32, err error) {
 	var head [8]byte
 	if _, err := io.ReadFull(r, head[:]); err != nil {
-		return 0, 0, fmt.Errorf("x11: shm connection setup: %w", err)
+		return 0, 0, fmt.Errorf("x11: connection setup: %w", err)
 	}
 	n := int(binary.LittleEndian.Uint16(head[6:])) * 4 // at most 256 KiB: a 16-bit count of words
 	rest := make([]byte, n)
 	if _, err := io.ReadFull(r, rest); err != nil {
-		return 0, 0, fmt.Errorf("x11: shm connection setup: %w", err)
+		return 0, 0, fmt.Errorf("x11: connection setup: %w", err)
 	}
 	switch head[0] {
 	case 1: // success
 	case 0: // failed: reason in the first head[1] bytes
 		reason := rest[:min(int(head[1]), len(rest))]
-		return 0, 0, fmt.Errorf("x11: shm connection refused: %q", strings.TrimSpace(string(reason)))
+		return 0, 0, fmt.Errorf("x11: connection refused: %q", strings.TrimSpace(string(reason)))
 	default: // 2: more authentication wanted, which we do not speak
-		return 0, 0, fmt.Errorf("x11: shm connection setup: status %d", head[0])
+		return 0, 0, fmt.Errorf("x11: connection setup: status %d", head[0])
 	}
 	if len(rest) < 12 {
-		return 0, 0, fmt.Errorf("x11: shm connection setup: reply of %d bytes", len(rest))
+		return 0, 0, fmt.Errorf("x11: connection setup: reply of %d bytes", len(rest))
 	}
 	base, mask = binary.LittleEndian.Uint32(rest[4:]), binary.LittleEndian.Uint32(rest[8:])
 	if mask == 0 || base&mask != 0 {
-		return 0, 0, fmt.Errorf("x11: shm connection setup: resource ids %#x/%#x", base, mask)
+		return 0, 0, fmt.Errorf("x11: connection setup: resource ids %#x/%#x", base, mask)
 	}
 	return base, mask, nil
 }
 
 // getImage captures r of drawable into the segment at offset (ZPixmap,
 // all planes) and returns when the server has written it.
-func (c *shmConn) getImage(drawable uint32, x, y, w, h int, offset uint32) error {
+func (c *xConn) getImage(drawable uint32, x, y, w, h int, offset uint32) error {
 	b := c.buf[:32]
 	b[0], b[1] = c.opcode, 4 // ShmGetImage
 	binary.LittleEndian.PutUint16(b[2:], 8)
@@ -207,7 +218,7 @@ func (e *xError) Error() string {
 
 // reply reads until the reply to request c.seq, skipping events. An X
 // error is returned as such; anything else unexpected breaks the stream.
-func (c *shmConn) reply() error {
+func (c *xConn) reply() error {
 	b := c.buf[:32]
 	for range maxEvents {
 		if _, err := io.ReadFull(c.conn, b); err != nil {
@@ -236,7 +247,7 @@ func (c *shmConn) reply() error {
 }
 
 // skip reads and drops words 4-byte units.
-func (c *shmConn) skip(words uint32) error {
+func (c *xConn) skip(words uint32) error {
 	n := int64(words) * 4
 	if n > maxSkip {
 		return fmt.Errorf("%d bytes to skip: %w", n, errXStream)
@@ -245,4 +256,4 @@ func (c *shmConn) skip(words uint32) error {
 	return err
 }
 
-func (c *shmConn) Close() error { return c.conn.Close() }
+func (c *xConn) Close() error { return c.conn.Close() }

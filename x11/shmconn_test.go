@@ -126,11 +126,10 @@ func xEvent(typ byte, extra uint32) []byte {
 	return b
 }
 
-// fakeX serves script to a shmConn over a pipe (draining what the
-// client writes), then closes it, or leaves it open and silent when
-// script ends in hang; it returns the client's side after the setup and
-// attach have run.
-func fakeX(t *testing.T, script []byte, timeout time.Duration) (*shmConn, error) {
+// fakeServer serves script over a pipe (draining what the client
+// writes), then closes it, or leaves it open and silent when script ends
+// in hang; it returns the client's side.
+func fakeServer(t *testing.T, script []byte) net.Conn {
 	t.Helper()
 	client, server := net.Pipe()
 	t.Cleanup(func() { client.Close(); server.Close() })
@@ -142,7 +141,14 @@ func fakeX(t *testing.T, script []byte, timeout time.Duration) (*shmConn, error)
 			server.Close()
 		}
 	}()
-	c := &shmConn{conn: client, opcode: 130, timeout: timeout}
+	return client
+}
+
+// fakeX serves script to a capture xConn (fakeServer) and returns it
+// after the setup and attach have run.
+func fakeX(t *testing.T, script []byte, timeout time.Duration) (*xConn, error) {
+	t.Helper()
+	c := &xConn{conn: fakeServer(t, script), opcode: 130, timeout: timeout}
 	return c, c.setup(cookieName, make([]byte, 16), 42)
 }
 
