@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"image"
 	"image/png"
 	"math/rand/v2"
 	"os"
@@ -78,4 +79,100 @@ func BenchmarkEncodeFrame(b *testing.B) {
 			b.ReportMetric(float64(len(out))/1000, "KB/frame")
 		})
 	}
+}
+
+// lentScreen lends its frame as x11 lends its shared memory: the
+// capture compares it in place.
+type lentScreen struct{ *memScreen }
+
+func (l lentScreen) CaptureShared(r image.Rectangle, fn func(pix []byte, stride int)) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fn(l.f.Pix, l.f.Stride)
+	return nil
+}
+
+// BenchmarkScrollStep is the server's work for one step of the bench's
+// gallery (photo-like pictures scrolled 120 px under a band of 87 rows
+// that changes at each step, on a 1280x800 screen) for one viewer that
+// takes CopyRect: the capture (compare, scroll search, copy into the
+// framebuffer), then the viewer's picture moved and what the move does
+// not explain encoded as Tight with JPEG. No I/O, no scheduling: what a
+// live A/B measures under the noise of Chromium on the same cores.
+func BenchmarkScrollStep(b *testing.B) {
+	const w, h, band, step = 1280, 800, 87, 120
+	photo := photoFrame() // 1280x800 of grain, repeated down a long page
+	page := NewFrame(w, 4*h)
+	for y := range page.H {
+		copy(page.Pix[y*page.Stride:(y+1)*page.Stride], photo.Pix[(y%h)*photo.Stride:])
+		for x := 0; x < w; x += 310 { // the gaps between pictures
+			for i := range 6 * 4 {
+				page.Pix[y*page.Stride+(x*4+i)%page.Stride] = 0x22
+			}
+		}
+	}
+	scr := lentScreen{newMemScreen(w, h)}
+	show := func(off, k int) {
+		f := scr.f
+		for y := range band {
+			for x := range w {
+				p := f.at(x, y)
+				p[0], p[1], p[2] = byte(k), byte(x/5+k), byte(y*3)
+			}
+		}
+		copy(f.Pix[band*f.Stride:], page.Pix[off*page.Stride:(off+h-band)*page.Stride])
+	}
+	s, err := NewServer(scr, Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	scratch := NewFrame(w, h)
+	full := []Rect{{0, 0, w, h}}
+	view := newSeen(w, h)
+	enc := newEncoder(noVNCFormat)
+	enc.quality = 6
+	var out []byte
+	var rects []Rect
+	off, k := 0, 0
+	reset := func() {
+		off = 0
+		show(off, k)
+		s.capture(full, scratch, true, true)
+		view.copyKnown(s.fb, full[0])
+	}
+	reset()
+	sent, tiles := 0, 0
+	b.ResetTimer()
+	for range b.N {
+		if off+step+h-band > page.H {
+			b.StopTimer()
+			reset()
+			b.StartTimer()
+		}
+		b.StopTimer()
+		off, k = off+step, k+1
+		show(off, k)
+		b.StartTimer()
+		_, sc := s.capture(full, scratch, true, false)
+		if sc == nil {
+			b.Fatalf("step %d: no scroll found", k)
+		}
+		if sc.dst.W != w || sc.dy != step {
+			b.Fatalf("step %d: found %+v dy %d", k, sc.dst, sc.dy)
+		}
+		view.move(*sc)
+		tiles += len(sc.rest)
+		rects = rects[:0]
+		for _, t := range sc.rest {
+			if box, ok := view.changedBox(s.fb, t, true); ok {
+				view.copyKnown(s.fb, box)
+				rects = append(rects, box)
+			}
+		}
+		out = enc.appendRects(out[:0], view.Frame, rects, EncTight, nil)
+		sent += len(out)
+	}
+	b.ReportMetric(float64(sent)/1000/float64(b.N), "KB/step")
+	b.ReportMetric(float64(tiles)/float64(b.N), "tiles/step")
 }
