@@ -15,11 +15,13 @@ const (
 
 func mul(v, c int32) int32 { return (v*c + 1<<(constBits-1)) >> constBits }
 
-// fdct is the AAN (Arai, Agui, Nakajima) forward DCT of an 8×8 block in
-// place, columns then rows: five multiplies per 8 points. Output k of a
-// pass is 8·DCT(k)·aanScale[k] in each dimension; the quantisation
-// reciprocals take that scale out.
-func fdct(b *[64]int32) {
+// fdctCols is the column pass of the AAN (Arai, Agui, Nakajima)
+// forward DCT of an 8×8 block, in place: five multiplies per 8 points.
+// Output k of a pass is 8·DCT(k)·aanScale[k]; the quantisation
+// reciprocals take that scale out. The row pass is the same butterfly
+// along each row, fused with quantisation (fdctQuantGo; the AVX2
+// kernel does both passes in registers).
+func fdctCols(b *[64]int32) {
 	for i := range 8 {
 		t0, t7 := b[i]+b[56+i], b[i]-b[56+i]
 		t1, t6 := b[8+i]+b[48+i], b[8+i]-b[48+i]
@@ -38,26 +40,6 @@ func fdct(b *[64]int32) {
 		z11, z13 := t7+z3, t7-z3
 		b[40+i], b[24+i] = z13+z2, z13-z2
 		b[8+i], b[56+i] = z11+z4, z11-z4
-	}
-	for i := 0; i < 64; i += 8 {
-		d := (*[8]int32)(b[i : i+8])
-		t0, t7 := d[0]+d[7], d[0]-d[7]
-		t1, t6 := d[1]+d[6], d[1]-d[6]
-		t2, t5 := d[2]+d[5], d[2]-d[5]
-		t3, t4 := d[3]+d[4], d[3]-d[4]
-		t10, t13 := t0+t3, t0-t3
-		t11, t12 := t1+t2, t1-t2
-		d[0], d[4] = t10+t11, t10-t11
-		z1 := mul(t12+t13, fix0707)
-		d[2], d[6] = t13+z1, t13-z1
-		t10, t11, t12 = t4+t5, t5+t6, t6+t7
-		z5 := mul(t10-t12, fix0382)
-		z2 := mul(t10, fix0541) + z5
-		z4 := mul(t12, fix1306) + z5
-		z3 := mul(t11, fix0707)
-		z11, z13 := t7+z3, t7-z3
-		d[5], d[3] = z13+z2, z13-z2
-		d[1], d[7] = z11+z4, z11-z4
 	}
 }
 

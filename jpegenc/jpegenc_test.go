@@ -275,3 +275,32 @@ func TestLoadEdge(t *testing.T) {
 		}
 	}
 }
+
+// quant rounds as math.RoundToEven does on the float32 product (and so
+// as the assembly's VCVTPS2DQ), ties and signs included, over the range
+// the transform produces.
+func TestQuantRounds(t *testing.T) {
+	for _, c := range []struct {
+		x    int32
+		r    float32
+		want int32
+	}{
+		{0, 0.5, 0}, {1, 0.5, 0}, {3, 0.5, 2}, {5, 0.5, 2}, {7, 0.5, 4}, // ties to even
+		{-1, 0.5, 0}, {-3, 0.5, -2}, {-5, 0.5, -2},
+		{1, 0.49, 0}, {1, 0.51, 1}, {-1, 0.51, -1},
+		{1 << 20, 1, 1 << 20}, {-1 << 20, 1, -1 << 20}, {1<<21 - 1, 1, 1<<21 - 1},
+		{65535, 1.0 / 16, 4096}, {-65535, 1.0 / 16, -4096}, // a DC at quality 100's scale
+	} {
+		if got := quant(c.x, c.r); got != c.want {
+			t.Errorf("quant(%d, %g) = %d, want %d", c.x, c.r, got, c.want)
+		}
+	}
+	rng := rand.New(rand.NewPCG(9, 10))
+	for range 100000 {
+		x := int32(rng.IntN(1<<18)) - 1<<17 // past the transform's ±2^16
+		r := float32(rng.Float64())
+		if got, want := quant(x, r), int32(math.RoundToEven(float64(float32(x)*r))); got != want {
+			t.Fatalf("quant(%d, %g) = %d, want %d", x, r, got, want)
+		}
+	}
+}

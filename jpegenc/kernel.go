@@ -51,23 +51,63 @@ func loadMCUGo(dst *[6][64]int32, pix []byte, stride int) {
 	}
 }
 
-// fdctQuantGo transforms b in place (columns, then rows), quantises it
+// fdctQuantGo transforms b (columns in place, then rows), quantises it
 // with recip into out, transposed (out[v*8+u] holds vertical frequency
 // u, horizontal v), and returns the mask of out's non-zero entries.
 // Quantisation rounds float32(b)·recip to the nearest integer, ties to
 // even: what the assembly's VCVTPS2DQ does.
+//
+// Each row's butterfly is quantised as it comes out, with constant
+// indices (a row u is column u of out): storing the row pass into b
+// and looping over it again for the quantisation, with a variable
+// shift for each coefficient's mask bit, was a third of the portable
+// encoder's time.
 func fdctQuantGo(b *[64]int32, recip *[64]float32, out *[64]int32) uint64 {
-	fdct(b)
+	fdctCols(b)
 	var nonzero uint64
 	for u := range 8 {
-		for v := range 8 {
-			c := int32(math.RoundToEven(float64(float32(b[u*8+v]) * recip[v*8+u])))
-			out[v*8+u] = c
-			nonzero |= uint64(uint32(c|-c)>>31) << (v*8 + u)
-		}
+		d := (*[8]int32)(b[u*8:])
+		t0, t7 := d[0]+d[7], d[0]-d[7]
+		t1, t6 := d[1]+d[6], d[1]-d[6]
+		t2, t5 := d[2]+d[5], d[2]-d[5]
+		t3, t4 := d[3]+d[4], d[3]-d[4]
+		t10, t13 := t0+t3, t0-t3
+		t11, t12 := t1+t2, t1-t2
+		z1 := mul(t12+t13, fix0707)
+		c0, c4 := t10+t11, t10-t11
+		c2, c6 := t13+z1, t13-z1
+		t10, t11, t12 = t4+t5, t5+t6, t6+t7
+		z5 := mul(t10-t12, fix0382)
+		z2 := mul(t10, fix0541) + z5
+		z4 := mul(t12, fix1306) + z5
+		z3 := mul(t11, fix0707)
+		z11, z13 := t7+z3, t7-z3
+		c5, c3 := z13+z2, z13-z2
+		c1, c7 := z11+z4, z11-z4
+		// Row u of b is column u of out and of recip.
+		o, r := (*[57]int32)(out[u:]), (*[57]float32)(recip[u:])
+		o[0], o[8], o[16], o[24] = quant(c0, r[0]), quant(c1, r[8]), quant(c2, r[16]), quant(c3, r[24])
+		o[32], o[40], o[48], o[56] = quant(c4, r[32]), quant(c5, r[40]), quant(c6, r[48]), quant(c7, r[56])
+		col := nz(o[0]) | nz(o[8])<<8 | nz(o[16])<<16 | nz(o[24])<<24 |
+			nz(o[32])<<32 | nz(o[40])<<40 | nz(o[48])<<48 | nz(o[56])<<56
+		nonzero |= col << u
 	}
 	return nonzero
 }
+
+// quant is x·r rounded to the nearest integer, ties to even. Adding
+// 1.5·2^23 rounds a float32 of magnitude under 2^22 to an integer in
+// the float's own rounding (ties to even; the constant is even), which
+// its low mantissa bits then hold: no conversion to float64 and back.
+// The conversion around the product keeps it from being fused with the
+// addition.
+func quant(x int32, r float32) int32 {
+	const magic = 0x1.8p23
+	return int32(math.Float32bits(float32(float32(x)*r)+magic)) - int32(math.Float32bits(magic))
+}
+
+// nz is 1 if c is not zero, else 0.
+func nz(c int32) uint64 { return uint64(uint32(c|-c) >> 31) }
 
 // zigzagL[k] is where the k-th coefficient in zigzag order sits in a
 // transposed block.
