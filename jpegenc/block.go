@@ -15,31 +15,39 @@ const (
 
 func mul(v, c int32) int32 { return (v*c + 1<<(constBits-1)) >> constBits }
 
-// fdctCols is the column pass of the AAN (Arai, Agui, Nakajima)
-// forward DCT of an 8×8 block, in place: five multiplies per 8 points.
-// Output k of a pass is 8·DCT(k)·aanScale[k]; the quantisation
-// reciprocals take that scale out. The row pass is the same butterfly
-// along each row, fused with quantisation (fdctQuantGo; the AVX2
-// kernel does both passes in registers).
+// aan is the AAN (Arai, Agui, Nakajima) forward DCT of 8 points: five
+// multiplies. Output k is 8·DCT(k)·aanScale[k]; the quantisation
+// reciprocals take that scale out. Both passes of the portable
+// transform call it: too big to inline, and the calls measured within
+// the noise (under 1% of the portable encoder).
+func aan(x0, x1, x2, x3, x4, x5, x6, x7 int32) (c0, c1, c2, c3, c4, c5, c6, c7 int32) {
+	t0, t7 := x0+x7, x0-x7
+	t1, t6 := x1+x6, x1-x6
+	t2, t5 := x2+x5, x2-x5
+	t3, t4 := x3+x4, x3-x4
+	t10, t13 := t0+t3, t0-t3
+	t11, t12 := t1+t2, t1-t2
+	z1 := mul(t12+t13, fix0707)
+	c0, c4 = t10+t11, t10-t11
+	c2, c6 = t13+z1, t13-z1
+	t10, t11, t12 = t4+t5, t5+t6, t6+t7
+	z5 := mul(t10-t12, fix0382)
+	z2 := mul(t10, fix0541) + z5
+	z4 := mul(t12, fix1306) + z5
+	z3 := mul(t11, fix0707)
+	z11, z13 := t7+z3, t7-z3
+	c5, c3 = z13+z2, z13-z2
+	c1, c7 = z11+z4, z11-z4
+	return
+}
+
+// fdctCols is the column pass of the 8×8 transform, in place. The row
+// pass is fused with quantisation (fdctQuantGo; the AVX2 kernel does
+// both passes in registers).
 func fdctCols(b *[64]int32) {
 	for i := range 8 {
-		t0, t7 := b[i]+b[56+i], b[i]-b[56+i]
-		t1, t6 := b[8+i]+b[48+i], b[8+i]-b[48+i]
-		t2, t5 := b[16+i]+b[40+i], b[16+i]-b[40+i]
-		t3, t4 := b[24+i]+b[32+i], b[24+i]-b[32+i]
-		t10, t13 := t0+t3, t0-t3
-		t11, t12 := t1+t2, t1-t2
-		b[i], b[32+i] = t10+t11, t10-t11
-		z1 := mul(t12+t13, fix0707)
-		b[16+i], b[48+i] = t13+z1, t13-z1
-		t10, t11, t12 = t4+t5, t5+t6, t6+t7
-		z5 := mul(t10-t12, fix0382)
-		z2 := mul(t10, fix0541) + z5
-		z4 := mul(t12, fix1306) + z5
-		z3 := mul(t11, fix0707)
-		z11, z13 := t7+z3, t7-z3
-		b[40+i], b[24+i] = z13+z2, z13-z2
-		b[8+i], b[56+i] = z11+z4, z11-z4
+		c := (*[57]int32)(b[i:])
+		c[0], c[8], c[16], c[24], c[32], c[40], c[48], c[56] = aan(c[0], c[8], c[16], c[24], c[32], c[40], c[48], c[56])
 	}
 }
 

@@ -67,23 +67,7 @@ func fdctQuantGo(b *[64]int32, recip *[64]float32, out *[64]int32) uint64 {
 	var nonzero uint64
 	for u := range 8 {
 		d := (*[8]int32)(b[u*8:])
-		t0, t7 := d[0]+d[7], d[0]-d[7]
-		t1, t6 := d[1]+d[6], d[1]-d[6]
-		t2, t5 := d[2]+d[5], d[2]-d[5]
-		t3, t4 := d[3]+d[4], d[3]-d[4]
-		t10, t13 := t0+t3, t0-t3
-		t11, t12 := t1+t2, t1-t2
-		z1 := mul(t12+t13, fix0707)
-		c0, c4 := t10+t11, t10-t11
-		c2, c6 := t13+z1, t13-z1
-		t10, t11, t12 = t4+t5, t5+t6, t6+t7
-		z5 := mul(t10-t12, fix0382)
-		z2 := mul(t10, fix0541) + z5
-		z4 := mul(t12, fix1306) + z5
-		z3 := mul(t11, fix0707)
-		z11, z13 := t7+z3, t7-z3
-		c5, c3 := z13+z2, z13-z2
-		c1, c7 := z11+z4, z11-z4
+		c0, c1, c2, c3, c4, c5, c6, c7 := aan(d[0], d[1], d[2], d[3], d[4], d[5], d[6], d[7])
 		// Row u of b is column u of out and of recip.
 		o, r := (*[57]int32)(out[u:]), (*[57]float32)(recip[u:])
 		o[0], o[8], o[16], o[24] = quant(c0, r[0]), quant(c1, r[8]), quant(c2, r[16]), quant(c3, r[24])
