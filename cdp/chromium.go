@@ -272,53 +272,73 @@ func runningAsRoot(cred *syscall.Credential) bool {
 // is dedicated to deskd and two browsers cannot share it.
 func prepareProfile(dir string, cred *syscall.Credential) error {
 	// Parents made here must let the GUI user through; the profile itself
-	// is the user's alone.
+	// is the user's alone. The profile lives where that user writes (its
+	// home): it is opened as a directory of its own, never through a
+	// link, and everything below it through that root (os.Root), so a
+	// planted link cannot point deskd's writes elsewhere.
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return fmt.Errorf("chromium: profile: %w", err)
 	}
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("chromium: profile: %w", err)
 	}
+	if fi, err := os.Lstat(dir); err != nil {
+		return fmt.Errorf("chromium: profile: %w", err)
+	} else if !fi.IsDir() {
+		return fmt.Errorf("chromium: profile %s is not a directory (a link?)", dir)
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return fmt.Errorf("chromium: profile: %w", err)
+	}
+	defer root.Close()
 	if cred != nil {
-		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
+		if err := root.Lchown(".", int(cred.Uid), int(cred.Gid)); err != nil {
 			return fmt.Errorf("chromium: profile: %w", err)
 		}
 	}
 	if err := killProfile(dir, 5*time.Second); err != nil {
 		return err
 	}
-	if err := restoreOnStartup(dir, cred); err != nil {
+	if err := restoreOnStartup(root, cred); err != nil {
 		return err
 	}
-	return RemoveSingletons(dir)
+	return removeSingletons(root)
 }
 
 // FreshProfile reports whether no Chromium has run with the profile yet
 // (it writes "Local State" on its first start).
 func FreshProfile(dir string) bool {
-	_, err := os.Stat(filepath.Join(dir, "Local State"))
+	_, err := os.Lstat(filepath.Join(dir, "Local State"))
 	return errors.Is(err, os.ErrNotExist)
 }
 
 // restoreOnStartup gives a new profile the "continue where you left off"
 // setting, so a restarted browser (after a crash, a kill or deskd stop)
 // comes back with the tabs it had. A profile with preferences of its own
-// is left alone.
-func restoreOnStartup(dir string, cred *syscall.Credential) error {
-	def := filepath.Join(dir, "Default")
-	prefs := filepath.Join(def, "Preferences")
-	if _, err := os.Stat(prefs); !errors.Is(err, os.ErrNotExist) {
+// (or anything else at that name, a link included) is left alone.
+func restoreOnStartup(root *os.Root, cred *syscall.Credential) error {
+	const def, prefs = "Default", "Default/Preferences"
+	if _, err := root.Lstat(prefs); !errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
-	if err := os.MkdirAll(def, 0o700); err != nil {
+	if err := root.Mkdir(def, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("chromium: profile: %w", err)
 	}
-	if err := os.WriteFile(prefs, []byte(`{"session":{"restore_on_startup":1}}`+"\n"), 0o600); err != nil {
+	f, err := root.OpenFile(prefs, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return fmt.Errorf("chromium: profile: %w", err)
+	}
+	_, err = f.Write([]byte(`{"session":{"restore_on_startup":1}}` + "\n"))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return fmt.Errorf("chromium: profile: %w", err)
 	}
 	if cred != nil {
 		for _, p := range []string{def, prefs} {
-			if err := os.Chown(p, int(cred.Uid), int(cred.Gid)); err != nil {
+			if err := root.Lchown(p, int(cred.Uid), int(cred.Gid)); err != nil {
 				return fmt.Errorf("chromium: profile: %w", err)
 			}
 		}
@@ -349,8 +369,20 @@ func killProfile(dir string, timeout time.Duration) error {
 // RemoveSingletons deletes the Singleton* lock files of a profile. Call it
 // only when no Chromium of that profile runs.
 func RemoveSingletons(dir string) error {
+	root, err := os.OpenRoot(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("chromium: profile: %w", err)
+	}
+	defer root.Close()
+	return removeSingletons(root)
+}
+
+func removeSingletons(root *os.Root) error {
 	for _, name := range SingletonFiles {
-		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := root.Remove(name); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("chromium: remove stale %s: %w", name, err)
 		}
 	}

@@ -175,10 +175,10 @@ func (s *Spawner) Start(spec Spec) (*Process, error) {
 }
 
 func openLog(path string) (*os.File, error) {
-	if fi, err := os.Stat(path); err == nil && fi.Size() > maxLogSize {
-		_ = os.Rename(path, path+".1")
+	if fi, err := os.Lstat(path); err == nil && (fi.Size() > maxLogSize || !fi.Mode().IsRegular()) {
+		_ = os.Rename(path, path+".1") // rename moves a link, never what it points to
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("open log: %w", err)
 	}

@@ -206,7 +206,7 @@ func spawnDaemon(ctx context.Context, cfg *Config, c *client) error {
 		return fmt.Errorf("find deskd binary: %w", err)
 	}
 	logPath := filepath.Join(cfg.RunDir, "logs", daemonLog)
-	out, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	out, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW, 0o644)
 	if err != nil {
 		return fmt.Errorf("daemon log: %w", err)
 	}
@@ -255,13 +255,9 @@ func spawnDaemon(ctx context.Context, cfg *Config, c *client) error {
 // stopDaemon sends SIGTERM to the daemon and waits until it released the
 // run dir's lifetime lock.
 func stopDaemon(ctx context.Context, runDir string) error {
-	b, err := os.ReadFile(filepath.Join(runDir, pidFile))
+	pid, err := daemonPid(runDir)
 	if err != nil {
-		return fmt.Errorf("daemon pid: %w", err)
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 1 {
-		return fmt.Errorf("daemon pid file holds %q", b)
+		return err
 	}
 	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return fmt.Errorf("signal daemon: %w", err)
@@ -281,6 +277,33 @@ func stopDaemon(ctx context.Context, runDir string) error {
 		}
 	}
 	return nil
+}
+
+// daemonPid is the daemon's pid as the kernel tells it: the peer of the
+// control socket (SO_PEERCRED), which a file in the run dir cannot fake;
+// the pid file only when the socket does not answer.
+func daemonPid(runDir string) (int, error) {
+	if c, err := net.DialTimeout("unix", filepath.Join(runDir, controlSock), 2*time.Second); err == nil {
+		defer c.Close()
+		if raw, err := c.(*net.UnixConn).SyscallConn(); err == nil {
+			var cred *syscall.Ucred
+			var uerr error
+			if err := raw.Control(func(fd uintptr) {
+				cred, uerr = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
+			}); err == nil && uerr == nil && cred.Pid > 1 {
+				return int(cred.Pid), nil
+			}
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(runDir, pidFile))
+	if err != nil {
+		return 0, fmt.Errorf("daemon pid: %w", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 1 {
+		return 0, fmt.Errorf("daemon pid file holds %q", b)
+	}
+	return pid, nil
 }
 
 func logTail(path string, n int) string {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -421,6 +422,12 @@ func loginShell(name string) string {
 		}
 	}
 	return ""
+}
+
+// home is the GUI user's home: --home, else the account's, else one
+// under the run dir.
+func (c *Config) home(a account) string {
+	return cmp.Or(c.Home, a.home, filepath.Join(c.RunDir, "home"))
 }
 
 // chromiumPath resolves --chromium auto to an installed browser.

@@ -31,6 +31,11 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
+	// deskd run as root with --user drops to the GUI user and then
+	// starts its daemon from this binary: that user must reach it.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		panic(err)
+	}
 	deskdBin = filepath.Join(dir, "deskd")
 	out, err := exec.Command("go", "build", "-o", deskdBin, ".").CombinedOutput()
 	if err != nil {
@@ -48,6 +53,7 @@ type install struct {
 	runDir string
 	listen string
 	flags  []string
+	cred   *syscall.Credential // run the commands as this user (nil: as the test)
 }
 
 func newInstall(t *testing.T, extra ...string) *install {
@@ -89,6 +95,10 @@ func tail(s string, n int) string {
 func (e *install) run(cmd string, args ...string) (map[string]any, int) {
 	e.t.Helper()
 	c := exec.Command(deskdBin, append(append([]string{cmd}, e.flags...), args...)...)
+	if e.cred != nil {
+		c.SysProcAttr = &syscall.SysProcAttr{Credential: e.cred}
+		c.Dir = "/"
+	}
 	var stdout, stderr bytes.Buffer
 	c.Stdout, c.Stderr = &stdout, &stderr
 	err := c.Run()

@@ -2,14 +2,28 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"syscall"
 )
 
+// openLock opens (or makes) a lock file, never through a link: one found
+// at its name (planted there) is removed and the file made anew.
+func openLock(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|syscall.O_NOFOLLOW, 0o644)
+	if errors.Is(err, syscall.ELOOP) {
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, err
+		}
+		f, err = os.OpenFile(path, os.O_CREATE|os.O_RDWR|syscall.O_NOFOLLOW, 0o644)
+	}
+	return f, err
+}
+
 // tryLock takes an exclusive flock on path without waiting.
 func tryLock(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	f, err := openLock(path)
 	if err != nil {
 		return nil, err
 	}
@@ -25,7 +39,7 @@ func tryLock(path string) (*os.File, error) {
 // goroutine is left to finish when the lock frees (and releases it), which
 // is harmless for a CLI process that then exits.
 func lock(ctx context.Context, path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	f, err := openLock(path)
 	if err != nil {
 		return nil, err
 	}
@@ -42,4 +56,18 @@ func lock(ctx context.Context, path string) (*os.File, error) {
 		go func() { <-done; f.Close() }()
 		return nil, fmt.Errorf("lock %s: %w", path, ctx.Err())
 	}
+}
+
+// writeFileNoFollow writes data to path, replacing what is there, and
+// never through a symbolic link.
+func writeFileNoFollow(path string, data []byte, perm os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC|syscall.O_NOFOLLOW, perm)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

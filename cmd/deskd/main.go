@@ -52,6 +52,14 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 		fmt.Fprintln(m.Stderr, "deskd:", err)
 		return 2
 	}
+	if args[0] != "serve" {
+		// The CLI, run as root with --user (kubectl exec, a supervisor),
+		// does its file work in the run dir as the GUI user too: a pid or
+		// lock file that user planted must not steer root.
+		if err := cfg.dropCLI(args[0] == "start"); err != nil {
+			return m.fail(err)
+		}
+	}
 	switch args[0] {
 	case "serve":
 		d, err := NewDaemon(cfg, m.Stderr)

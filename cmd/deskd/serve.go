@@ -67,12 +67,17 @@ func NewDaemon(cfg *Config, stderr io.Writer) (*Daemon, error) {
 	if err != nil {
 		return nil, err
 	}
-	cred := acct.cred
-	if err := os.MkdirAll(filepath.Join(cfg.RunDir, "logs"), 0o755); err != nil {
-		return nil, fmt.Errorf("run dir: %w", err)
+	if err := checkAccount(acct.cred); err != nil {
+		return nil, err
 	}
-	if d.lock, err = tryLock(filepath.Join(cfg.RunDir, daemonLock)); err != nil {
-		return nil, fmt.Errorf("another deskd serves %s: %w", cfg.RunDir, err)
+	// One home for the GUI user: Chromium's (its downloads), the
+	// terminal's and the files API's root.
+	home := cfg.home(acct)
+	drop := needsDrop(acct.cred)
+	if drop {
+		if err := prepareAsRoot(cfg.RunDir, home, acct.cred); err != nil {
+			return nil, err
+		}
 	}
 	if d.tcp, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
@@ -95,6 +100,23 @@ func NewDaemon(cfg *Config, stderr io.Writer) (*Daemon, error) {
 		}
 		d.debug = web.LimitListener(d.debug, 16)
 	}
+	// Everything from here on runs as the GUI user: the keys are read and
+	// the ports bound.
+	if drop {
+		if err := dropPrivileges(acct.cred); err != nil {
+			return nil, err
+		}
+		acct.cred = nil
+	} else if err := notDumpable(); err != nil {
+		return nil, err
+	}
+	cred := acct.cred
+	if err := os.MkdirAll(filepath.Join(cfg.RunDir, "logs"), 0o755); err != nil {
+		return nil, fmt.Errorf("run dir: %w", err)
+	}
+	if d.lock, err = tryLock(filepath.Join(cfg.RunDir, daemonLock)); err != nil {
+		return nil, fmt.Errorf("another deskd serves %s: %w", cfg.RunDir, err)
+	}
 	sock := filepath.Join(cfg.RunDir, controlSock)
 	_ = os.Remove(sock) // stale: we hold the lifetime lock
 	if d.unix, err = net.Listen("unix", sock); err != nil {
@@ -103,7 +125,7 @@ func NewDaemon(cfg *Config, stderr io.Writer) (*Daemon, error) {
 	if err := os.Chmod(sock, 0o600); err != nil {
 		return nil, fmt.Errorf("control socket: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(cfg.RunDir, pidFile), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+	if err := writeFileNoFollow(filepath.Join(cfg.RunDir, pidFile), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
 		return nil, fmt.Errorf("pid file: %w", err)
 	}
 	// The display admits only clients with this cookie: deskd (its xgb
@@ -120,9 +142,6 @@ func NewDaemon(cfg *Config, stderr io.Writer) (*Daemon, error) {
 	if err := os.Setenv("XAUTHORITY", xauth); err != nil {
 		return nil, fmt.Errorf("xauthority: %w", err)
 	}
-	// One home for the GUI user: Chromium's (its downloads), the
-	// terminal's and the files API's root.
-	home := cmp.Or(cfg.Home, acct.home, filepath.Join(cfg.RunDir, "home"))
 	d.sp = proc.NewSpawner()
 	d.stack = desktop.New(desktop.Config{
 		Home: home, Display: cfg.Display, Locale: cfg.Locale, Timezone: cfg.Timezone,
