@@ -144,6 +144,13 @@ func (m *Manager) Close() {
 	m.wg.Wait()
 }
 
+// Closed reports whether Close was called: no session can start.
+func (m *Manager) Closed() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.closed
+}
+
 // Count is the number of live sessions.
 func (m *Manager) Count() int {
 	m.mu.Lock()

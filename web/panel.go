@@ -50,12 +50,14 @@ func (s *Server) withPanel(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if !hostAllowed(r.Host, s.cfg.AllowHosts) {
 				s.log.Debug("host refused", "host", r.Host, "remote", r.RemoteAddr)
+				w.Header().Set("Connection", "close")
 				http.Error(w, "forbidden: Host "+strconvQuote(r.Host)+" is not a loopback name (see --allow-host)", http.StatusForbidden)
 				return
 			}
 			if !s.sameOrigin(w, r) {
 				return
 			}
+			trustConn(r.Context())
 			key := clientKey(r)
 			s.sessions.seen(key, time.Now())
 			ctx := context.WithValue(r.Context(), claimsKey{}, panel.Claims{Scope: panel.ScopeFull})
@@ -84,6 +86,7 @@ func (s *Server) withPanel(next http.Handler) http.Handler {
 			forbid(w)
 			return
 		}
+		trustConn(r.Context())
 		prefix := panel.Prefix + tok
 		if rest == "" { // relative URLs in the pages need the slash
 			u := *r.URL
@@ -162,6 +165,9 @@ func unescapePath(p string) string {
 }
 
 func forbid(w http.ResponseWriter) {
+	// The connection goes with the answer: a refused client must not keep
+	// a slot (see Admission).
+	w.Header().Set("Connection", "close")
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusForbidden)

@@ -7,7 +7,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"mime"
@@ -146,13 +145,10 @@ func (s *Server) Handler() http.Handler { return s.public }
 func (s *Server) OpsHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", healthz)
+	mux.HandleFunc("GET /livez", healthz)
+	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("GET /metrics", s.metrics.handler())
 	return mux
-}
-
-func healthz(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	fmt.Fprintln(w, "ok")
 }
 
 // ControlHandler is for the control socket in the run dir, reachable only
@@ -162,6 +158,8 @@ func (s *Server) ControlHandler() http.Handler { return s.control }
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", healthz)
+	mux.HandleFunc("GET /livez", healthz)
+	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("GET /metrics", s.metrics.handler())
 	mux.HandleFunc("POST /api/desktop/start", s.requireFull(requireJSON(s.apiStart)))
 	mux.HandleFunc("GET /api/desktop/status", s.requireFull(s.apiStatus))

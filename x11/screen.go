@@ -513,6 +513,19 @@ func (s *Screen) Pointer(x, y int, buttons uint8) error {
 	return s.sync()
 }
 
+// Ping checks that the X connection answers and that a capture works
+// (one pixel): what a viewer needs of the display.
+func (s *Screen) Ping() error {
+	if err := s.sync(); err != nil {
+		return fmt.Errorf("x11: display does not answer: %w", err)
+	}
+	var px [4]byte
+	if err := s.Capture(image.Rect(0, 0, 1, 1), px[:], 4); err != nil {
+		return fmt.Errorf("x11: capture: %w", err)
+	}
+	return nil
+}
+
 // sync waits until the server has processed every request sent so far:
 // input then lands before anything a viewer does next.
 func (s *Screen) sync() error {

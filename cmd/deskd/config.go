@@ -48,6 +48,7 @@ type Config struct {
 	OpsListen       string
 	DebugAddr       string
 	MaxConns        int
+	MaxConnsPerAddr int
 	WSPing          time.Duration
 	MaxViewers      int
 	LogLevel        string
@@ -133,7 +134,12 @@ func ParseFlags(cmd string, args []string, stderr io.Writer) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", envName("max-conns"), err)
 	}
-	fs.IntVar(&c.MaxConns, "max-conns", maxConns, "open HTTP connections at most; more wait to be accepted (env DESKD_MAX_CONNS)")
+	fs.IntVar(&c.MaxConns, "max-conns", maxConns, "open HTTP connections at most; idle ones are reclaimed for new ones, then more wait (env DESKD_MAX_CONNS)")
+	perAddr, err := strconv.Atoi(env("max-conns-per-addr", "64"))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", envName("max-conns-per-addr"), err)
+	}
+	fs.IntVar(&c.MaxConnsPerAddr, "max-conns-per-addr", perAddr, "open HTTP connections at most from one address that has not shown a valid token (the gateway has) (env DESKD_MAX_CONNS_PER_ADDR)")
 	maxViewers, err := strconv.Atoi(env("max-viewers", "32"))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", envName("max-viewers"), err)
@@ -311,6 +317,9 @@ func (c *Config) validate() error {
 	if c.MaxConns < 16 {
 		return fmt.Errorf("--max-conns %d: want at least 16", c.MaxConns)
 	}
+	if c.MaxConnsPerAddr < 1 || c.MaxConnsPerAddr > c.MaxConns {
+		return fmt.Errorf("--max-conns-per-addr %d: want 1 to --max-conns (%d)", c.MaxConnsPerAddr, c.MaxConns)
+	}
 	if c.Display < 0 || c.Display > x11.MaxDisplay {
 		return fmt.Errorf("--display %d out of range (0-%d)", c.Display, x11.MaxDisplay)
 	}
@@ -468,7 +477,7 @@ func (c *Config) serveArgs() []string {
 		"--no-sandbox=" + strconv.FormatBool(c.NoSandbox), "--sandbox-id=" + c.SandboxID,
 		"--log-level=" + c.LogLevel, "--log-format=" + c.LogFormat,
 		"--shell=" + c.Shell, "--terminal-idle=" + c.TermIdle.String(), "--allow-origin=" + c.AllowOrigin, "--cdp-ping=" + c.CDPPing.String(), "--vnc-listen=" + c.VNCListen,
-		"--allow-host=" + c.AllowHost, "--ops-listen=" + c.OpsListen, "--debug-addr=" + c.DebugAddr, "--max-conns=" + strconv.Itoa(c.MaxConns),
+		"--allow-host=" + c.AllowHost, "--ops-listen=" + c.OpsListen, "--debug-addr=" + c.DebugAddr, "--max-conns=" + strconv.Itoa(c.MaxConns), "--max-conns-per-addr=" + strconv.Itoa(c.MaxConnsPerAddr),
 		"--max-viewers=" + strconv.Itoa(c.MaxViewers), "--ws-ping=" + c.WSPing.String(),
 		"--display=" + strconv.Itoa(c.Display), "--locale=" + c.Locale, "--timezone=" + c.Timezone, "--home=" + c.Home,
 		"--max-upload-mib=" + strconv.FormatInt(c.MaxUploadMiB, 10), "--one-core=" + strconv.FormatBool(c.OneCore),

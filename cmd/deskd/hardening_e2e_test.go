@@ -218,7 +218,7 @@ func TestDesktopPingsAndOpsListener(t *testing.T) {
 	if out, code := e.run("start"); code != 0 {
 		t.Fatalf("start: %v", out)
 	}
-	for path, want := range map[string]int{"/healthz": 200, "/metrics": 200, "/vnc.html": 404, "/api/desktop/status": 404} {
+	for path, want := range map[string]int{"/healthz": 200, "/livez": 200, "/readyz": 200, "/metrics": 200, "/vnc.html": 404, "/api/desktop/status": 404} {
 		resp, err := http.Get("http://" + ops + path)
 		if err != nil {
 			t.Fatal(err)

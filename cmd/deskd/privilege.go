@@ -192,12 +192,12 @@ func walkDir(path string, create bool, perm uint32, links int) (int, unix.Stat_t
 			if last {
 				mode = perm
 			}
-			err := unix.Mkdirat(fd, name, mode)
-			if err != nil && !errors.Is(err, unix.EEXIST) {
+			merr := unix.Mkdirat(fd, name, mode)
+			if merr != nil && !errors.Is(merr, unix.EEXIST) {
 				unix.Close(fd)
-				return -1, st, false, err
+				return -1, st, false, merr
 			}
-			made = last && err == nil
+			made = last && merr == nil
 			next, err = unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 		}
 		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {

@@ -44,7 +44,10 @@ type Daemon struct {
 	tcp   net.Listener
 	unix  net.Listener
 	vnc   net.Listener // optional, loopback
-	ops   net.Listener // optional: /healthz and /metrics only
+	ops   net.Listener // optional: /healthz, /readyz and /metrics only
+	// admit and opsAdmit keep connections without a token from locking
+	// the panel and the probes out.
+	admit, opsAdmit *web.Admission
 	debug net.Listener // optional: net/http/pprof, loopback only
 	sp    *proc.Spawner
 	stack *desktop.Stack
@@ -82,7 +85,8 @@ func NewDaemon(cfg *Config, stderr io.Writer) (*Daemon, error) {
 	if d.tcp, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
 	}
-	d.tcp = web.LimitListener(d.tcp, cfg.MaxConns)
+	d.admit = web.NewAdmission(cfg.MaxConns, cfg.MaxConnsPerAddr)
+	d.tcp = d.admit.Listener(d.tcp)
 	if cfg.VNCListen != "" {
 		if d.vnc, err = net.Listen("tcp", cfg.VNCListen); err != nil {
 			return nil, fmt.Errorf("vnc listen: %w", err)
@@ -92,7 +96,10 @@ func NewDaemon(cfg *Config, stderr io.Writer) (*Daemon, error) {
 		if d.ops, err = net.Listen("tcp", cfg.OpsListen); err != nil {
 			return nil, fmt.Errorf("ops listen: %w", err)
 		}
-		d.ops = web.LimitListener(d.ops, 64)
+		// The probes' own budget: panel traffic cannot take it, and one
+		// address holds 8 of its 64 connections at most.
+		d.opsAdmit = web.NewAdmission(64, 8)
+		d.ops = d.opsAdmit.Listener(d.ops)
 	}
 	if cfg.DebugAddr != "" {
 		if d.debug, err = net.Listen("tcp", cfg.DebugAddr); err != nil {
@@ -228,22 +235,27 @@ func (d *Daemon) Addr() net.Addr { return d.tcp.Addr() }
 func (d *Daemon) Run(ctx context.Context) error {
 	d.log.Info("deskd serving", "addr", d.tcp.Addr().String(), "run_dir", d.cfg.RunDir,
 		"panel", d.cfg.PanelSecret != "", "pid", os.Getpid())
-	server := func(h http.Handler) *http.Server {
+	server := func(h http.Handler, a *web.Admission) *http.Server {
 		// Headers within 10 s (slowloris), an idle keep-alive connection
-		// 120 s, at most --max-conns open (the listener); WebSockets are
+		// 120 s, at most --max-conns open and --max-conns-per-addr from an
+		// address without a token (the admission); WebSockets are
 		// hijacked (deadlines cleared) and live by their own pings.
-		return &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
+		srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second,
 			IdleTimeout: 120 * time.Second, MaxHeaderBytes: 64 << 10,
 			ErrorLog: slog.NewLogLogger(d.log.Handler(), slog.LevelWarn)}
+		if a != nil {
+			srv.ConnState, srv.ConnContext = a.ConnState, a.ConnContext
+		}
+		return srv
 	}
-	servers := []*http.Server{server(d.web.Handler()), server(d.web.ControlHandler())}
+	servers := []*http.Server{server(d.web.Handler(), d.admit), server(d.web.ControlHandler(), nil)}
 	listeners := []net.Listener{d.tcp, d.unix}
 	if d.ops != nil {
-		servers = append(servers, server(d.web.OpsHandler()))
+		servers = append(servers, server(d.web.OpsHandler(), d.opsAdmit))
 		listeners = append(listeners, d.ops)
 	}
 	if d.debug != nil {
-		srv := server(pprofHandler())
+		srv := server(pprofHandler(), nil)
 		srv.WriteTimeout = 0 // a CPU profile takes as long as it is asked to
 		servers = append(servers, srv)
 		listeners = append(listeners, d.debug)
