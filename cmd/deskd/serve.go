@@ -38,22 +38,22 @@ const (
 
 // Daemon is `deskd serve`: the HTTP port, the control socket and the stack.
 type Daemon struct {
-	cfg   *Config
-	log   *slog.Logger
-	lock  *os.File
-	tcp   net.Listener
-	unix  net.Listener
-	vnc   net.Listener // optional, loopback
-	ops   net.Listener // optional: /healthz, /readyz and /metrics only
+	cfg  *Config
+	log  *slog.Logger
+	lock *os.File
+	tcp  net.Listener
+	unix net.Listener
+	vnc  net.Listener // optional, loopback
+	ops  net.Listener // optional: /healthz, /readyz and /metrics only
 	// admit and opsAdmit keep connections without a token from locking
 	// the panel and the probes out.
 	admit, opsAdmit *web.Admission
-	debug net.Listener // optional: net/http/pprof, loopback only
-	sp    *proc.Spawner
-	stack *desktop.Stack
-	term  *term.Manager
-	web   *web.Server
-	cores *cores.Cores // nil: the runtime's own GOMAXPROCS
+	debug           net.Listener // optional: net/http/pprof, loopback only
+	sp              *proc.Spawner
+	stack           *desktop.Stack
+	term            *term.Manager
+	web             *web.Server
+	cores           *cores.Cores // nil: the runtime's own GOMAXPROCS
 }
 
 // NewDaemon takes the run dir's lifetime lock and opens the listeners, so
