@@ -28,7 +28,7 @@ func (s stillScreen) Capture(r image.Rectangle, pix []byte, stride int) error {
 }
 func (stillScreen) Damage() <-chan image.Rectangle { return nil }
 func (stillScreen) Key(uint32, bool) error         { return nil }
-func (stillScreen) Pointer(int, int, uint8) error  { return nil }
+func (stillScreen) Pointer(int, int, uint16) error { return nil }
 
 func stillFrame(w, h int) *bridge.Frame {
 	f := bridge.NewFrame(w, h)

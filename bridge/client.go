@@ -299,7 +299,7 @@ func (c *client) readLoop(ctx context.Context, br *bufio.Reader) error {
 			}
 		case msgPointerEvent:
 			if !c.viewOnly {
-				c.s.screen.Pointer(m.X, m.Y, m.Buttons)
+				c.s.screen.Pointer(m.X, m.Y, uint16(m.Buttons))
 				c.s.noteInput()
 			}
 		case msgClientCutText:

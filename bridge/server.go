@@ -33,7 +33,7 @@ type Screen interface {
 	// compares tiles, so an over-estimate costs only a capture.
 	Damage() <-chan image.Rectangle
 	Key(keysym uint32, down bool) error
-	Pointer(x, y int, buttons uint8) error
+	Pointer(x, y int, buttons uint16) error
 }
 
 // CursorScreen is a Screen that also tells its pointer's shape, which

@@ -56,7 +56,7 @@ func (m *memScreen) Key(k uint32, down bool) error {
 	return nil
 }
 
-func (m *memScreen) Pointer(x, y int, b uint8) error {
+func (m *memScreen) Pointer(x, y int, b uint16) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.ptrs = append(m.ptrs, [3]int{x, y, int(b)})

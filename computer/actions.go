@@ -312,6 +312,27 @@ func (p Plan) ReadOnly() bool {
 	return true
 }
 
+// Captures reports whether the plan takes screenshots (screenshot, zoom).
+func (p Plan) Captures() bool {
+	for _, o := range p.ops {
+		if o.kind == opScreenshot || o.kind == opZoom {
+			return true
+		}
+	}
+	return false
+}
+
+// Waits is the total time the plan's wait actions sleep.
+func (p Plan) Waits() time.Duration {
+	var d time.Duration
+	for _, o := range p.ops {
+		if o.kind == opWait {
+			d += o.d
+		}
+	}
+	return d
+}
+
 // PlanActions validates Anthropic actions against the current geometry.
 // An invalid action makes the whole list invalid: nothing runs.
 func (c *Computer) PlanActions(as []Action) (Plan, error) {
@@ -321,9 +342,16 @@ func (c *Computer) PlanActions(as []Action) (Plan, error) {
 // Run runs the plan in order, stopping at the first error; later actions
 // are answered NotExecuted. On an error or when ctx ends, every key and
 // button deskd holds is released. Screenshots use so.
+//
+// A plan that only looks (ReadOnly: screenshots, zoom, the cursor, waits)
+// runs without the action lock: a view-only watcher never holds up the
+// agent's actions, however long it waits.
 func (c *Computer) Run(ctx context.Context, p Plan, so ShotOptions) ([]Result, error) {
-	c.run.Lock()
-	defer c.run.Unlock()
+	readOnly := p.ReadOnly()
+	if !readOnly {
+		c.run.Lock()
+		defer c.run.Unlock()
+	}
 	res := make([]Result, len(p.ops))
 	var failed error
 	for i, o := range p.ops {
@@ -339,7 +367,9 @@ func (c *Computer) Run(ctx context.Context, p Plan, so ShotOptions) ([]Result, e
 		if err != nil {
 			failed = fmt.Errorf("action %d (%s): %w", i, o.name, err)
 			res[i].Status, res[i].Error = "error", err.Error()
-			c.releaseAll()
+			if !readOnly {
+				c.releaseAll()
+			}
 			continue
 		}
 		res[i].Status = "ok"
@@ -393,7 +423,7 @@ func (c *Computer) pos(at *image.Point) (image.Point, error) {
 	return c.d.CursorPosition()
 }
 
-func (c *Computer) pointer(p image.Point, buttons uint8) error {
+func (c *Computer) pointer(p image.Point, buttons uint16) error {
 	if err := c.d.Pointer(p.X, p.Y, buttons); err != nil {
 		return err
 	}
@@ -417,7 +447,9 @@ func (c *Computer) withMods(mods []uint32, fn func() error) error {
 	return err
 }
 
-func bit(b int) uint8 { return 1 << (b - 1) }
+// bit is button b's bit in a buttons mask (b 1-16: back and forward are
+// 8 and 9, past a byte).
+func bit(b int) uint16 { return 1 << (b - 1) }
 
 func (c *Computer) exec(ctx context.Context, o op, r *Result, so ShotOptions) error {
 	switch o.kind {

@@ -53,7 +53,7 @@ func BenchmarkScreenshot(b *testing.B) {
 func BenchmarkStdlibPNG(b *testing.B) {
 	c := New(pageDisplay(b), Config{})
 	defer c.Close()
-	img, _ := c.capture(image.Rect(0, 0, 1280, 800), false)
+	img, _ := c.capture(image.Rect(0, 0, 1280, 800), 1280, 800, false)
 	var buf bytes.Buffer
 	for b.Loop() {
 		buf.Reset()
@@ -67,7 +67,7 @@ func BenchmarkStdlibPNG(b *testing.B) {
 func TestEncodePNG(t *testing.T) {
 	c := New(pageDisplay(t), Config{})
 	defer c.Close()
-	full, _ := c.capture(image.Rect(0, 0, 1280, 800), false)
+	full, _ := c.capture(image.Rect(0, 0, 1280, 800), 1280, 800, false)
 	for _, tt := range []struct {
 		r     image.Rectangle
 		parts int

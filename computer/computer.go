@@ -28,7 +28,7 @@ type Display interface {
 	Key(keysym uint32, down bool) error
 	// Pointer moves the pointer to x, y and sets the buttons held (bit i
 	// is button i+1: 1 left, 2 middle, 3 right, 4-7 wheel, 8-9 back/forward).
-	Pointer(x, y int, buttons uint8) error
+	Pointer(x, y int, buttons uint16) error
 	CursorImage() (*image.NRGBA, image.Point, error)
 	CursorPosition() (image.Point, error)
 	SetClipboardSync(ctx context.Context, text string) error
@@ -72,7 +72,7 @@ type Computer struct {
 
 	run sync.Mutex // one action list at a time; guards the input state
 	// Input state, as deskd left it: released on error or cancel.
-	buttons uint8
+	buttons uint16
 	held    []uint32 // keysyms down, in press order
 
 	mu         sync.Mutex // guards the fields below
@@ -82,6 +82,7 @@ type Computer struct {
 
 	shot sync.Mutex // one capture at a time: pix is shared
 	pix  []byte
+	enc  chan struct{} // screenshots in capture and encoding: 2 at most
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -109,7 +110,7 @@ func New(d Display, cfg Config) *Computer {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	c := &Computer{d: d, cfg: cfg, log: cfg.Logger, lastDamage: time.Now()}
+	c := &Computer{d: d, cfg: cfg, log: cfg.Logger, lastDamage: time.Now(), enc: make(chan struct{}, 2)}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.wg.Add(1)
 	go c.follow()

@@ -10,6 +10,7 @@ import (
 	"image/png"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,7 +25,7 @@ type fakeDisplay struct {
 	w, h    int
 	pix     []byte // BGRX
 	pos     image.Point
-	buttons uint8
+	buttons uint16
 	events  []string
 	damage  chan image.Rectangle
 	clip    chan string
@@ -59,14 +60,14 @@ func (f *fakeDisplay) Key(ks uint32, down bool) error {
 	f.events = append(f.events, fmt.Sprintf("key %#x %v", ks, down))
 	return nil
 }
-func (f *fakeDisplay) Pointer(x, y int, b uint8) error {
+func (f *fakeDisplay) Pointer(x, y int, b uint16) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.pos != image.Pt(x, y) {
 		f.events = append(f.events, fmt.Sprintf("move %d,%d", x, y))
 	}
-	for i := range 9 {
-		bit := uint8(1) << i
+	for i := range 16 {
+		bit := uint16(1) << i
 		if (f.buttons^b)&bit != 0 {
 			f.events = append(f.events, fmt.Sprintf("button %d %v", i+1, b&bit != 0))
 		}
@@ -340,6 +341,38 @@ func TestRunActions(t *testing.T) {
 	}
 }
 
+// The back and forward buttons (8 and 9) press and release: forward's bit
+// once overflowed a byte to nothing while the click reported ok.
+func TestBackForwardButtons(t *testing.T) {
+	f := newFake(1280, 800)
+	c := newComputer(t, f)
+	for _, tt := range []struct {
+		button string
+		at     int
+		want   string
+	}{
+		{"back", 5, "move 5,5|button 8 true|button 8 false"},
+		{"forward", 6, "move 6,6|button 9 true|button 9 false"},
+	} {
+		f.take()
+		var as []OpenAIAction
+		js := fmt.Sprintf(`[{"type":"click","x":%d,"y":%d,"button":%q}]`, tt.at, tt.at, tt.button)
+		if err := json.Unmarshal([]byte(js), &as); err != nil {
+			t.Fatal(err)
+		}
+		p, err := c.PlanOpenAI(as)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Run(t.Context(), p, ShotOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(f.take(), "|"); got != tt.want {
+			t.Errorf("%s: events %q, want %q", tt.button, got, tt.want)
+		}
+	}
+}
+
 func TestDragMovesInSteps(t *testing.T) {
 	f := newFake(1280, 800)
 	c := newComputer(t, f)
@@ -377,6 +410,37 @@ func TestRunStopsAndReleases(t *testing.T) {
 	ev := strings.Join(f.take(), "|")
 	if !strings.HasSuffix(ev, "key 0xffe3 false|button 1 false") {
 		t.Fatalf("held Ctrl and the left button not released: %s", ev)
+	}
+}
+
+// shrinking reports its full size once, then a smaller one: a viewer
+// resized the screen while a screenshot was being taken.
+type shrinking struct {
+	*fakeDisplay
+	calls atomic.Int32
+}
+
+func (s *shrinking) Size() (int, int) {
+	if s.calls.Add(1) == 1 {
+		return s.w, s.h
+	}
+	return s.w / 2, s.h / 2
+}
+
+// A screenshot takes the screen's size once, for its area and its buffer:
+// read twice, a resize in between sliced past the buffer (a panic that
+// took the daemon down from an MCP tool).
+func TestScreenshotDuringResize(t *testing.T) {
+	d := &shrinking{fakeDisplay: newFake(2560, 1600)}
+	c := New(d, Config{})
+	defer c.Close()
+	d.calls.Store(0)
+	s, err := c.Screenshot(ShotOptions{Format: "jpeg"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.ScreenWidth != 2560 || s.Region.Dx() != 2560 {
+		t.Fatalf("screen %dx%d region %v", s.ScreenWidth, s.ScreenHeight, s.Region)
 	}
 }
 

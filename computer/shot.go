@@ -93,7 +93,12 @@ func (c *Computer) Screenshot(o ShotOptions) (Shot, error) {
 			return Shot{}, err
 		}
 	}
-	img, err := c.capture(area, o.Cursor)
+	// At most two screenshots are captured and encoded at once (each holds
+	// a few copies of the screen: 16 MiB apiece at 2560x1600); the others
+	// wait here, holding nothing.
+	c.enc <- struct{}{}
+	defer func() { <-c.enc }()
+	img, err := c.capture(area, def.ScreenWidth, def.ScreenHeight, o.Cursor)
 	if err != nil {
 		return Shot{}, err
 	}
@@ -122,10 +127,17 @@ func (c *Computer) Screenshot(o ShotOptions) (Shot, error) {
 
 // capture grabs area of the screen as RGBA, with the pointer drawn in
 // when cursor is set.
-func (c *Computer) capture(area image.Rectangle, cursor bool) (*image.RGBA, error) {
+//
+// w and h are the screen's size as the caller's geometry saw it (read
+// once: a resize in between must not make area and buffer disagree);
+// area must lie within them. A screen that shrank meanwhile makes the
+// capture fail, never read past the buffer.
+func (c *Computer) capture(area image.Rectangle, w, h int, cursor bool) (*image.RGBA, error) {
+	if !area.In(image.Rect(0, 0, w, h)) || area.Empty() {
+		return nil, fmt.Errorf("capture: %v is not within the %dx%d screen", area, w, h)
+	}
 	c.shot.Lock()
 	defer c.shot.Unlock()
-	w, h := c.d.Size()
 	if need := w * h * 4; len(c.pix) < need {
 		c.pix = make([]byte, need)
 	}

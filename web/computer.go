@@ -73,44 +73,80 @@ func (s *Server) computer(ctx context.Context) (*computer.Computer, error) {
 	return h.comp, nil
 }
 
-// lease lets one agent at a time drive the pointer and keyboard.
+// lease lets one agent at a time drive the pointer and keyboard. It is
+// held for the whole of each run, however long, and for LeaseTTL after
+// the last run ends.
 type lease struct {
-	mu     sync.Mutex
-	holder string
-	until  time.Time
+	mu      sync.Mutex
+	holder  agent
+	running int // runs of the holder in progress
+	until   time.Time
 }
 
 // LeaseTTL is how long an agent keeps the desktop after its last action.
 const LeaseTTL = 10 * time.Second
 
-// take gives the lease to holder unless another holds it; it returns the
-// other holder and the time left otherwise.
-func (l *lease) take(holder string, now time.Time, d time.Duration) (string, time.Duration, bool) {
+// agent is who drives: key is the panel session (the token's hash, or
+// the client's address in loopback mode) and the X-Agent-Id, so an agent
+// cannot take another's lease by sending its X-Agent-Id; name is what
+// others are told.
+type agent struct{ key, name string }
+
+// take gives the lease to a for a run unless another agent holds it; it
+// returns the other holder's name and the time left otherwise (0 while
+// that holder's run goes on). Each successful take needs a done.
+func (l *lease) take(a agent, now time.Time) (string, time.Duration, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.holder != "" && l.holder != holder && now.Before(l.until) {
-		return l.holder, l.until.Sub(now), false
+	if l.holder.key != "" && l.holder.key != a.key && (l.running > 0 || now.Before(l.until)) {
+		left := time.Duration(0)
+		if l.running == 0 {
+			left = l.until.Sub(now)
+		}
+		return l.holder.name, left, false
 	}
-	l.holder, l.until = holder, now.Add(d)
+	if l.holder.key != a.key {
+		l.running = 0
+	}
+	l.holder = a
+	l.running++
 	return "", 0, true
 }
 
-func (l *lease) state(now time.Time) (string, time.Duration) {
+// done ends a run of a: the lease then lasts ttl from now.
+func (l *lease) done(a agent, now time.Time, ttl time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.holder == "" || !now.Before(l.until) {
-		return "", 0
+	if l.holder.key != a.key {
+		return
 	}
-	return l.holder, l.until.Sub(now)
+	if l.running > 0 {
+		l.running--
+	}
+	l.until = now.Add(ttl)
 }
 
-// agentID names the caller for the lease: its X-Agent-Id (printable, at
-// most 64 bytes) or its panel session.
-func agentID(r *http.Request) string {
-	if id := r.Header.Get("X-Agent-Id"); id != "" && len(id) <= 64 && printable(id) {
-		return id
+// state is the holder's name and the time left (0 while it runs).
+func (l *lease) state(now time.Time) (string, time.Duration, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.holder.key == "" || (l.running == 0 && !now.Before(l.until)) {
+		return "", 0, false
 	}
-	return sessionKeyFrom(r)
+	if l.running > 0 {
+		return l.holder.name, 0, true
+	}
+	return l.holder.name, l.until.Sub(now), true
+}
+
+// agentOf names the caller for the lease: its panel session and its
+// X-Agent-Id (printable, at most 64 bytes), if any.
+func agentOf(r *http.Request) agent {
+	key := sessionKeyFrom(r)
+	if id := r.Header.Get("X-Agent-Id"); id != "" && len(id) <= 64 && printable(id) {
+		return agent{key: key + "/" + id, name: id}
+	}
+	return agent{key: key, name: key}
 }
 
 func printable(s string) bool {
@@ -121,6 +157,39 @@ func printable(s string) bool {
 	}
 	return true
 }
+
+// shotGate bounds the screenshots in progress, waiting ones included,
+// per scope: a view link's watchers (4) cannot queue up work that holds
+// up the agent's (8); past its budget a caller gets 503 with
+// Retry-After at once. Encoding itself is two at a time (computer), so
+// memory stays bounded however many ask.
+type shotGate struct{ view, full chan struct{} }
+
+func newShotGate() shotGate {
+	return shotGate{view: make(chan struct{}, 4), full: make(chan struct{}, 8)}
+}
+
+// enter takes a place for a screenshot; ok is false when the scope's
+// budget is spent.
+func (g *shotGate) enter(view bool) (release func(), ok bool) {
+	ch := g.full
+	if view {
+		ch = g.view
+	}
+	select {
+	case ch <- struct{}{}:
+		return func() { <-ch }, true
+	default:
+		return nil, false
+	}
+}
+
+// errShotsBusy is what a caller past the screenshot budget is told.
+const errShotsBusy = "busy: too many screenshots in progress; retry in a second"
+
+// maxViewWait bounds what a view token's wait (an MCP tool it may call)
+// sleeps: a watcher has no business holding a request open for minutes.
+const maxViewWait = 5 * time.Second
 
 // humanInput records when a desktop viewer last typed or moved the pointer.
 type humanInput struct{ last atomic.Int64 }
@@ -173,7 +242,7 @@ func (s *Server) computerInfo(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a := infoAnswer{Geometry: c.Geometry(), Cursor: []int{p.X, p.Y}}
-	holder, left := s.lease.state(time.Now())
+	holder, left, _ := s.lease.state(time.Now())
 	a.Lease, a.LeaseS = holder, int(left/time.Millisecond)
 	writeJSON(w, http.StatusOK, a)
 }
@@ -254,6 +323,14 @@ func (s *Server) computerScreenshot(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	claims, _ := ClaimsFrom(r.Context())
+	release, ok := s.shots.enter(claims.ReadOnly())
+	if !ok {
+		w.Header().Set("Retry-After", "1")
+		apiError(w, http.StatusServiceUnavailable, errShotsBusy)
+		return
+	}
+	defer release()
 	c := s.computerOr(w, r)
 	if c == nil {
 		return
@@ -420,24 +497,41 @@ func (s *Server) computerActions(vocab string) http.HandlerFunc {
 		}
 		req := d.req
 		so := computer.ShotOptions{Format: req.Format, Quality: req.Quality, Cursor: req.Cursor}
-		ans, code := s.runPlan(r.Context(), c, agentID(r), plan, so, req.Screenshot == "after",
+		ans, code := s.runPlan(r.Context(), c, agentOf(r), false, plan, so, req.Screenshot == "after",
 			time.Duration(req.SettleMs)*time.Millisecond, time.Duration(req.SettleMaxMs)*time.Millisecond)
+		if code == http.StatusServiceUnavailable {
+			w.Header().Set("Retry-After", "1")
+		}
 		writeJSON(w, code, ans)
 	}
 }
 
 // runPlan runs plan under the lease for holder, then takes the settled
 // screenshot when asked. The code is 409 when another agent holds the
-// lease, else 200 (a failed action is reported in the answer).
-func (s *Server) runPlan(ctx context.Context, c *computer.Computer, holder string, plan computer.Plan, so computer.ShotOptions,
+// lease, 503 past the screenshot budget of the caller's scope (view),
+// else 200 (a failed action is reported in the answer).
+func (s *Server) runPlan(ctx context.Context, c *computer.Computer, holder agent, view bool, plan computer.Plan, so computer.ShotOptions,
 	shotAfter bool, settle, settleMax time.Duration) (ActionsAnswer, int) {
 	ans := ActionsAnswer{Geometry: c.Geometry(), Results: []actionResult{}}
+	if shotAfter || plan.Captures() {
+		release, ok := s.shots.enter(view)
+		if !ok {
+			ans.Error = errShotsBusy
+			return ans, http.StatusServiceUnavailable
+		}
+		defer release()
+	}
 	if !plan.ReadOnly() {
-		if other, left, ok := s.lease.take(holder, time.Now(), LeaseTTL+time.Hour); !ok {
-			ans.Error = fmt.Sprintf("busy: agent %q drives the desktop for %v more", other, left.Round(time.Millisecond))
+		if other, left, ok := s.lease.take(holder, time.Now()); !ok {
+			if left > 0 {
+				ans.Error = fmt.Sprintf("busy: agent %q drives the desktop for %v more", other, left.Round(time.Millisecond))
+			} else {
+				ans.Error = fmt.Sprintf("busy: agent %q drives the desktop (a run in progress, then %v)", other, LeaseTTL)
+			}
 			return ans, http.StatusConflict
 		}
-		defer s.lease.take(holder, time.Now(), LeaseTTL) // from now on, expires LeaseTTL after the run
+		// Held through the run, then LeaseTTL from its end.
+		defer func() { s.lease.done(holder, time.Now(), LeaseTTL) }()
 	}
 	start := time.Now()
 	res, err := c.Run(ctx, plan, so)

@@ -289,22 +289,49 @@ func TestComputerHostile(t *testing.T) {
 
 func TestLease(t *testing.T) {
 	var l lease
+	a, b := agent{key: "t:aa/x", name: "x"}, agent{key: "t:bb", name: "t:bb"}
 	t0 := time.Now()
-	if _, _, ok := l.take("a", t0, time.Second); !ok {
+	if _, _, ok := l.take(a, t0); !ok {
 		t.Fatal("a free lease refused")
 	}
-	if _, _, ok := l.take("a", t0.Add(500*time.Millisecond), time.Second); !ok {
+	// A run longer than LeaseTTL: held all along (it once expired
+	// LeaseTTL after the run started).
+	if holder, left, ok := l.take(b, t0.Add(LeaseTTL+time.Minute)); ok || holder != "x" || left != 0 {
+		t.Fatalf("b during a's long run: %q %v %v", holder, left, ok)
+	}
+	end := t0.Add(2 * LeaseTTL)
+	l.done(a, end, LeaseTTL)
+	if holder, left, ok := l.take(b, end.Add(time.Second)); ok || holder != "x" || left != LeaseTTL-time.Second {
+		t.Fatalf("b after a's run: %q %v %v", holder, left, ok)
+	}
+	if _, _, ok := l.take(a, end.Add(2*time.Second)); !ok {
 		t.Fatal("its holder refused")
 	}
-	holder, left, ok := l.take("b", t0.Add(time.Second), time.Second)
-	if ok || holder != "a" || left != 500*time.Millisecond {
-		t.Fatalf("b during a's lease: %q %v %v", holder, left, ok)
-	}
-	if _, _, ok := l.take("b", t0.Add(1600*time.Millisecond), time.Second); !ok {
+	l.done(a, end.Add(3*time.Second), LeaseTTL)
+	if _, _, ok := l.take(b, end.Add(3*time.Second+LeaseTTL)); !ok {
 		t.Fatal("an expired lease was not given to b")
 	}
-	if h, _ := l.state(t0.Add(1700 * time.Millisecond)); h != "b" {
+	if h, _, _ := l.state(end.Add(4*time.Second + LeaseTTL)); h != "t:bb" {
 		t.Fatalf("holder %q", h)
+	}
+
+	// The same X-Agent-Id under another token is another agent.
+	req := func(session, id string) agent {
+		r := httptest.NewRequest("POST", "/computer/actions", nil)
+		r = r.WithContext(context.WithValue(r.Context(), sessionKey{}, session))
+		if id != "" {
+			r.Header.Set("X-Agent-Id", id)
+		}
+		return agentOf(r)
+	}
+	if x, y := req("t:1", "bot"), req("t:2", "bot"); x.key == y.key || x.name != "bot" {
+		t.Fatalf("two tokens sending X-Agent-Id bot: %+v %+v", x, y)
+	}
+	if x, y := req("t:1", "bot"), req("t:1", "bot"); x != y {
+		t.Fatalf("one token, one id: %+v %+v", x, y)
+	}
+	if x := req("t:1", "\x01bad"); x.key != "t:1" {
+		t.Fatalf("unprintable id: %+v", x)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -98,14 +99,15 @@ func mcpError(format string, args ...any) *mcp.CallToolResult {
 func (s *Server) mcpServer(r *http.Request) *mcp.Server {
 	claims, _ := ClaimsFrom(r.Context())
 	full := !claims.ReadOnly()
-	holder := "mcp:" + agentID(r)
+	holder := agentOf(r)
+	holder.name = "mcp:" + holder.name
 	srv := mcp.NewServer(&mcp.Implementation{Name: "deskd", Title: "deskd computer use", Version: "1"}, nil)
 	for _, t := range mcpActionTools {
 		if !full && !t.look {
 			continue
 		}
 		srv.AddTool(&mcp.Tool{Name: t.name, Description: t.desc, InputSchema: mcpSchema(t),
-			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: t.look}}, s.mcpAction(t.name, holder))
+			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: t.look}}, s.recovered(t.name, s.mcpAction(t.name, holder, !full)))
 	}
 	if !full {
 		return srv
@@ -113,19 +115,33 @@ func (s *Server) mcpServer(r *http.Request) *mcp.Server {
 	cdpURL := s.cdpPublic(r)
 	srv.AddTool(&mcp.Tool{Name: "browser_cdp_url", Description: "The Chrome DevTools Protocol WebSocket URL of the desktop's Chromium (for Playwright connectOverCDP, Puppeteer, chromedp).",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{}}`), Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
-		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		s.recovered("browser_cdp_url", func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			u := cdpURL.Scheme + "://" + cdpURL.Host + cdpURL.Prefix + "/cdp"
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: u}}}, nil
-		})
+		}))
 	if s.cfg.Terminal != nil {
 		srv.AddTool(&mcp.Tool{Name: "shell_exec", Description: "Run a shell command as the desktop's user in a fresh terminal (PTY); returns its output (first 256 KiB) and exit code.",
 			InputSchema: json.RawMessage(`{"type":"object","properties":{"command":{"type":"string"},"timeout":{"type":"number","minimum":0,"maximum":600,"description":"seconds (default 30)"}},"required":["command"]}`)},
-			s.mcpShell)
+			s.recovered("shell_exec", s.mcpShell))
 	}
 	return srv
 }
 
-func (s *Server) mcpAction(name, holder string) mcp.ToolHandler {
+// recovered turns a panic in a tool into an isError result and a log
+// line: the SDK does not recover, and a panic would end the daemon.
+func (s *Server) recovered(name string, h mcp.ToolHandler) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				s.log.Error("mcp tool panicked", "tool", name, "panic", p, "stack", string(debug.Stack()))
+				res, err = mcpError("internal error in %s: %v", name, p), nil
+			}
+		}()
+		return h(ctx, req)
+	}
+}
+
+func (s *Server) mcpAction(name string, holder agent, view bool) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		var a computer.Action
 		if len(req.Params.Arguments) > 0 {
@@ -142,10 +158,13 @@ func (s *Server) mcpAction(name, holder string) mcp.ToolHandler {
 		if err != nil {
 			return mcpError("%v", err), nil
 		}
+		if view && plan.Waits() > maxViewWait {
+			return mcpError("wait: a view-only token waits %v at most", maxViewWait), nil
+		}
 		// Like Anthropic's reference tool, an action that changes the
 		// screen answers with a screenshot taken once it settled.
 		after := !plan.ReadOnly()
-		ans, code := s.runPlan(ctx, c, holder, plan, computer.ShotOptions{}, after, 0, 0)
+		ans, code := s.runPlan(ctx, c, holder, view, plan, computer.ShotOptions{}, after, 0, 0)
 		if code != http.StatusOK || !ans.OK {
 			return mcpError("%s", ans.Error), nil
 		}

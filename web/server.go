@@ -92,6 +92,7 @@ type Server struct {
 	lease    lease
 	human    humanInput
 	fit      browserFit
+	shots    shotGate
 	base     context.Context // ends at Close: WebSockets hang off it
 	cancel   context.CancelFunc
 	handlers handlerGroup
@@ -113,7 +114,7 @@ func New(cfg Config) *Server {
 		cfg.MaxUpload = 4 << 30
 	}
 
-	s := &Server{cfg: cfg, log: cfg.Logger, sessions: newSessions(cfg.SessionIdle), idle: newIdleMemory(2 * time.Second)}
+	s := &Server{cfg: cfg, log: cfg.Logger, sessions: newSessions(cfg.SessionIdle), idle: newIdleMemory(2 * time.Second), shots: newShotGate()}
 	s.base, s.cancel = context.WithCancel(context.Background())
 	s.metrics = newMetrics(cfg.Stack, s.sessions, cfg.Terminal)
 	mux := s.routes()

@@ -54,7 +54,7 @@ type Screen struct {
 	minKey   xproto.Keycode
 	perKey   int
 	keymap   []xproto.Keysym // (keycode-min)*perKey + level
-	buttons  uint8
+	buttons  uint16
 	shiftKey xproto.Keycode
 	shifts   int       // Shift keys the viewer holds down
 	spares   spareKeys // keycodes lent to keysyms no key produces
@@ -494,12 +494,12 @@ func (s *Screen) Close() error {
 
 // Pointer moves the pointer and presses or releases the buttons that
 // changed (bit i is button i+1: 1-3 left/middle/right, 4-7 wheel).
-func (s *Screen) Pointer(x, y int, buttons uint8) error {
+func (s *Screen) Pointer(x, y int, buttons uint16) error {
 	s.inMu.Lock()
 	defer s.inMu.Unlock()
 	xtest.FakeInput(s.c, xproto.MotionNotify, 0, 0, s.root, int16(x), int16(y), 0)
-	for i := range 8 {
-		bit := uint8(1) << i
+	for i := range 16 { // buttons 1-16: 8 and 9 are back and forward
+		bit := uint16(1) << i
 		if (s.buttons^buttons)&bit == 0 {
 			continue
 		}
