@@ -103,9 +103,14 @@ func TestAdmission(t *testing.T) {
 			for range 10 {
 				dialFrom(t, attacker, addr)
 			}
-			waitOpen(t, a, 4)
-			if _, refused, _ := a.Counts(); refused != 6 {
-				t.Fatalf("%d refused, want 6", refused)
+			for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+				open, refused, _ := a.Counts()
+				if open == 4 && refused == 6 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("%d open, %d refused; want 4 and 6", open, refused)
+				}
 			}
 			c := dialFrom(t, gateway, addr) // another address is not affected
 			if st, err := rawGet(c, "/ok"); err != nil || st != "200 OK" {

@@ -30,7 +30,9 @@ import (
 //
 // Every name goes through os.Root, so neither ".." nor a symbolic link
 // leads out of the home; what is made belongs to the GUI user. A view
-// token may list and download only.
+// token may list and download only, and only under ~/Downloads (where
+// uploads and Chromium's downloads land): the rest of the home holds the
+// user's keys, tokens and shell history.
 const (
 	// maxFilePath bounds a path under /files/, maxFileName one name in it
 	// (Linux's NAME_MAX).
@@ -149,9 +151,28 @@ func (s *Server) files(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusForbidden, map[string]string{"error": name + " is not shared through the files API"})
 		return
 	}
+	only := ""
+	if c, _ := ClaimsFrom(r.Context()); c.ReadOnly() {
+		if name != viewDir && !strings.HasPrefix(name, viewDir+"/") {
+			writeJSON(w, http.StatusForbidden, map[string]string{"error": "a view-only link reads ~/" + viewDir + " only"})
+			return
+		}
+		// Downloads itself must be a directory, not a link to another
+		// part of the home; what is opened under it must stay in it.
+		if fi, err := root.Lstat(viewDir); err != nil || !fi.IsDir() {
+			writeJSON(w, http.StatusNotFound, map[string]string{"error": "no ~/" + viewDir})
+			return
+		}
+		home, err := filepath.EvalSymlinks(s.cfg.FilesRoot)
+		if err != nil {
+			s.fileError(w, r, err)
+			return
+		}
+		only = filepath.Join(home, viewDir)
+	}
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
-		s.fileGet(w, r, root, name)
+		s.fileGet(w, r, root, name, only)
 	case http.MethodPut:
 		if dir {
 			if err := s.mkdirAll(root, name); err != nil {
@@ -176,7 +197,12 @@ func (s *Server) files(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (s *Server) fileGet(w http.ResponseWriter, r *http.Request, root *os.Root, name string) {
+// viewDir is the one part of the home a view token may read.
+const viewDir = "Downloads"
+
+// fileGet serves name; only, when set, is the directory the opened file
+// must really be in (links resolved).
+func (s *Server) fileGet(w http.ResponseWriter, r *http.Request, root *os.Root, name, only string) {
 	// O_NONBLOCK: a FIFO planted in the home must not hang the request
 	// between this open and the check that it is a regular file.
 	f, err := root.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
@@ -188,7 +214,7 @@ func (s *Server) fileGet(w http.ResponseWriter, r *http.Request, root *os.Root, 
 	// Where the open file really is, symbolic links resolved by the
 	// kernel: a link inside the home to a denied path is denied too.
 	real, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(f.Fd())))
-	if err != nil || s.deniedPath(real) {
+	if err != nil || s.deniedPath(real) || (only != "" && real != only && !strings.HasPrefix(real, only+"/")) {
 		writeJSON(w, http.StatusForbidden, map[string]string{"error": name + " is not shared through the files API"})
 		return
 	}

@@ -148,6 +148,19 @@ func TestFilesHostile(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// What a view link may read (~/Downloads), what it may not (the
+	// user's keys), and a link from the one to the other.
+	for p, data := range map[string]string{"Downloads/report.txt": "report", ".ssh/id_ed25519": "PRIVATE KEY"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(home, p)), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(home, p), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink("../.ssh", filepath.Join(home, "Downloads", "keys")); err != nil {
+		t.Fatal(err)
+	}
 	if err := syscall.Mkfifo(filepath.Join(home, "fifo"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -199,19 +212,25 @@ func TestFilesHostile(t *testing.T) {
 		{"body cut short", "PUT", full + "/files/short", iotest.ErrReader(io.ErrUnexpectedEOF), []string{"X-Chunked", "1"}, 500, ""},
 		{"dir over a file", "PUT", full + "/files/full/x/", nil, nil, 409, ""},
 		{"file over a dir", "PUT", full + "/files/full", strings.NewReader("x"), nil, 409, ""},
-		{"view may list", "GET", view + "/files/", nil, nil, 200, "full"},
-		{"view may download", "GET", view + "/files/full/x", nil, nil, 200, "x"},
+		{"view may list Downloads", "GET", view + "/files/Downloads/", nil, nil, 200, "report.txt"},
+		{"view may download from Downloads", "GET", view + "/files/Downloads/report.txt", nil, nil, 200, "report"},
+		{"view may not list the home", "GET", view + "/files/", nil, nil, 403, "Downloads only"},
+		{"view may not read the keys", "GET", view + "/files/.ssh/id_ed25519", nil, nil, 403, "Downloads only"},
+		{"view may not read elsewhere", "GET", view + "/files/full/x", nil, nil, 403, "Downloads only"},
+		{"view through a link out of Downloads", "GET", view + "/files/Downloads/keys/id_ed25519", nil, nil, 403, "not shared"},
+		{"view lists a link out of Downloads", "GET", view + "/files/Downloads/keys/", nil, nil, 403, "not shared"},
+		{"full may read the home", "GET", full + "/files/.ssh/id_ed25519", nil, nil, 200, "PRIVATE KEY"},
 		{"view may not upload", "PUT", view + "/files/v", strings.NewReader("x"), nil, 403, ""},
 		{"view may not mkdir", "PUT", view + "/files/vd/", nil, nil, 403, ""},
 		{"view may not delete", "DELETE", view + "/files/full/x", nil, nil, 403, ""},
 		{"the profile", "GET", full + "/files/chromium-profile/Default/Cookies", nil, nil, 403, "not shared"},
 		{"the profile listed", "GET", full + "/files/chromium-profile/", nil, nil, 403, "not shared"},
-		{"the profile by a link", "GET", view + "/files/cookies-link/Cookies", nil, nil, 403, "not shared"},
-		{"the profile's link listed", "GET", view + "/files/cookies-link/", nil, nil, 403, "not shared"},
+		{"the profile by a link", "GET", full + "/files/cookies-link/Cookies", nil, nil, 403, "not shared"},
+		{"the profile's link listed", "GET", full + "/files/cookies-link/", nil, nil, 403, "not shared"},
 		{"write into the profile", "PUT", full + "/files/chromium-profile/Default/Cookies", strings.NewReader("x"), nil, 403, "not shared"},
 		{"write through the profile's link", "PUT", full + "/files/cookies-link/planted", strings.NewReader("x"), nil, 403, "not shared"},
 		{"delete the profile", "DELETE", full + "/files/chromium-profile/Default/Cookies", nil, nil, 403, "not shared"},
-		{"the home hides the profile", "GET", view + "/files/", nil, nil, 200, "fifo"},
+		{"the home hides the profile", "GET", full + "/files/", nil, nil, 200, "fifo"},
 		{"cross-site upload", "PUT", full + "/files/csrf", strings.NewReader("x"), []string{"Origin", "https://evil.example"}, 403, ""},
 	}
 	for _, tt := range tests {
@@ -235,7 +254,7 @@ func TestFilesHostile(t *testing.T) {
 			}
 		})
 	}
-	if rec := fileReq(t, h, "GET", view+"/files/", nil); strings.Contains(rec.Body.String(), `"chromium-profile"`) {
+	if rec := fileReq(t, h, "GET", full+"/files/", nil); strings.Contains(rec.Body.String(), `"chromium-profile"`) {
 		t.Errorf("the home's listing shows the profile: %s", rec.Body)
 	}
 	if b, _ := os.ReadFile(filepath.Join(profile, "Default", "Cookies")); string(b) != "session=1" {

@@ -224,8 +224,9 @@ func TestPanelControls(t *testing.T) {
 	b.eval(t, `(document.getElementById("resize").value = "scale", document.getElementById("resize").dispatchEvent(new Event("change")), "ok")`)
 	b.waitJS(t, `window.deskd.rfb.scaleViewport === true`)
 
-	// Automatic clipboard: copied in X, it is in the browser's clipboard;
-	// copied in the browser, it is in X once the page has focus again.
+	// The clipboard: explicit by default (no text crosses without the
+	// person's say-so), then automatic once turned on in the settings.
+	explicitClipboard(t, b, display)
 	autoClipboard(t, b, display)
 
 	// Files: a 200 MiB upload from the page into ~/Downloads and its
@@ -366,6 +367,70 @@ func infobarCheck(t *testing.T, display string) {
 		t.Fatalf("the page starts %d px down: an infobar above it (no infobar: ~91 px)", top)
 	}
 	t.Logf("X capture: the page starts %d px down (tab strip and toolbar only, no infobar)", top)
+}
+
+// xClipboard is the X CLIPBOARD's text.
+func xClipboard(t *testing.T, display string) (string, error) {
+	xclip := testenv.LookPath(t, "xclip")
+	c, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(c, xclip, "-display", display, "-o", "-selection", "clipboard", "-target", "UTF8_STRING").Output()
+	return string(out), err
+}
+
+// explicitClipboard: with the default settings a desktop copy does not
+// reach the browser's clipboard and the browser's clipboard (a password,
+// say) does not reach the desktop on focus; the two buttons move text
+// each way when the person asks.
+func explicitClipboard(t *testing.T, b *browser, display string) {
+	t.Helper()
+	xclip := testenv.LookPath(t, "xclip")
+	if got := b.eval(t, `String(window.deskd.autoClipboard)`); got != "false" {
+		t.Fatalf("automatic clipboard is %s by default", got)
+	}
+	const password, planted = "the person's password 7413", "planted by a page on the desktop"
+	pw, _ := json.Marshal(password)
+	b.eval(t, `navigator.clipboard.writeText(`+string(pw)+`).then(() => "ok")`)
+	ctx, cancel := context.WithCancel(t.Context())
+	cmd := exec.CommandContext(ctx, xclip, "-display", display, "-quiet", "-selection", "clipboard", "-i")
+	cmd.Stdin = strings.NewReader(planted)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cancel(); cmd.Wait() }()
+	want, _ := json.Marshal(planted)
+	b.waitJS(t, `document.getElementById("cliptext").value === `+string(want)) // shown in the box
+	b.eval(t, `(window.dispatchEvent(new Event("focus")), "ok")`)
+	time.Sleep(time.Second) // what automatic sync would have done by now, it would have done
+	if got := b.eval(t, `navigator.clipboard.readText()`); got != password {
+		t.Fatalf("the desktop's copy reached the browser's clipboard unasked: %q", got)
+	}
+	if got, err := xClipboard(t, display); err != nil || got != planted {
+		t.Fatalf("X clipboard %q (%v): the browser's clipboard went to the desktop unasked", got, err)
+	}
+	b.eval(t, `(document.getElementById("clipcopy").click(), "ok")`)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		got := b.eval(t, `navigator.clipboard.readText()`)
+		if got == planted {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("browser clipboard %q after Copy from desktop, want %q", got, planted)
+		}
+	}
+	b.eval(t, `navigator.clipboard.writeText(`+string(pw)+`).then(() => (document.getElementById("clipsend").click(), "ok"))`)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		got, err := xClipboard(t, display)
+		if err == nil && got == password {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("X clipboard %q (%v) after Send to desktop, want %q", got, err, password)
+		}
+	}
+	b.eval(t, `(document.getElementById("autoclip").click(), "ok")`) // on, for what follows
+	b.waitJS(t, `window.deskd.autoClipboard === true && localStorage.getItem("deskd.clipboard") === "auto"`)
+	t.Logf("explicit clipboard: nothing crossed unasked; Copy from desktop and Send to desktop moved it")
 }
 
 func autoClipboard(t *testing.T, b *browser, display string) {

@@ -1,6 +1,7 @@
 // deskd desktop page: noVNC core RFB against the relative "websockify" path,
 // with a toolbar (state, reconnect, extra keys, clipboard, files, settings,
-// view only, full screen), automatic clipboard and file transfer.
+// view only, full screen), the clipboard (explicit, or automatic when the
+// person turns it on) and file transfer.
 import RFB from './vendor/novnc/core/rfb.js';
 import KeyTable from './vendor/novnc/core/input/keysym.js';
 import keysyms from './vendor/novnc/core/input/keysymdef.js';
@@ -17,6 +18,7 @@ const ui = {
   body: document.body, status: $('status'), connect: $('connect'), badge: $('viewbadge'),
   keysbtn: $('keysbtn'), keys: $('keys'), kbdbtn: $('kbdbtn'), kbd: $('kbd'),
   clipbtn: $('clipbtn'), clip: $('clip'), cliptext: $('cliptext'), clipnote: $('clipnote'),
+  clipsend: $('clipsend'), clipcopy: $('clipcopy'), autoclip: $('autoclip'),
   filesbtn: $('filesbtn'), files: $('files'), filelist: $('filelist'), filenote: $('filenote'),
   upload: $('upload'), refresh: $('refresh'), picker: $('picker'), drop: $('drop'),
   setbtn: $('setbtn'), settings: $('settings'), resize: $('resize'), hidpi: $('hidpi'),
@@ -36,6 +38,11 @@ const settings = {
   hidpi: ['1', 'true'].includes(String(saved('hidpi', '0'))),
   quality: clamp(parseInt(saved('quality', '6'), 10), 0, 9, 6),
   compression: clamp(parseInt(saved('compression', '2'), 10), 0, 9, 2),
+  // Automatic clipboard is off unless the person turns it on: on, the
+  // browser's clipboard (often a password) goes to the desktop at every
+  // focus, and whatever a page on the desktop copies lands in the
+  // person's clipboard (pastejacking).
+  autoclip: saved('clipboard', 'manual') === 'auto',
 };
 
 // The session's scope: a view token gets a badge and no input at all.
@@ -68,6 +75,7 @@ function setState(state, text) {
 function applySettings() {
   ui.resize.value = settings.resize;
   ui.hidpi.checked = settings.hidpi;
+  ui.autoclip.checked = settings.autoclip;
   ui.quality.value = ui.qualityout.value = settings.quality;
   ui.compression.value = ui.compressionout.value = settings.compression;
   if (!rfb) return;
@@ -220,20 +228,45 @@ ui.kbd.addEventListener('keydown', (e) => {
   if (k) { e.preventDefault(); tap(...k); }
 });
 
-// ---- clipboard: automatic where the browser allows, the panel otherwise ----
+// ---- clipboard: explicit by default; automatic when turned on and the browser allows ----
 let lastLocal = null;   // last text sent to the desktop
 let lastRemote = null;  // last text the desktop sent
-let autoClipboard = !!(navigator.clipboard && window.isSecureContext);
+const autoClipboard = () => settings.autoclip && !!(navigator.clipboard && window.isSecureContext);
 function clipNote(text) { ui.clipnote.textContent = text; }
-function sendClipboard(text) {
-  if (!rfb || readOnly || text === lastLocal || text === lastRemote) return;
+function sendClipboard(text, force) {
+  if (!rfb || readOnly || (!force && (text === lastLocal || text === lastRemote))) return false;
   lastLocal = text;
   rfb.clipboardPasteFrom(text);
+  return true;
 }
-// When the page gets focus (the user comes back from another window), the
-// local clipboard goes to the desktop.
+// "Send to desktop": the browser's clipboard when it lets us read it,
+// else what is in the box.
+ui.clipsend.addEventListener('click', async () => {
+  let text = ui.cliptext.value;
+  try {
+    if (navigator.clipboard?.readText) text = (await navigator.clipboard.readText()) || text;
+  } catch { /* not allowed: the box it is */ }
+  ui.cliptext.value = text;
+  clipNote(sendClipboard(text, true) ? 'Sent to the desktop.' : 'Not connected, or view only: nothing sent.');
+});
+// "Copy from desktop": what the desktop copied last, into the browser's
+// clipboard.
+ui.clipcopy.addEventListener('click', async () => {
+  const text = lastRemote ?? ui.cliptext.value;
+  try {
+    await navigator.clipboard.writeText(text);
+    lastLocal = text;
+    clipNote('Copied to this browser\'s clipboard.');
+  } catch {
+    ui.cliptext.value = text;
+    ui.cliptext.select();
+    clipNote(document.execCommand?.('copy') ? 'Copied to this browser\'s clipboard.' : 'The browser did not let it through: copy it from this box.');
+  }
+});
+// With automatic clipboard on: when the page gets focus (the user comes
+// back from another window), the local clipboard goes to the desktop.
 async function autoPaste() {
-  if (!autoClipboard || !document.hasFocus() || !navigator.clipboard.readText) return;
+  if (!autoClipboard() || !document.hasFocus() || !navigator.clipboard.readText) return;
   try {
     const text = await navigator.clipboard.readText();
     if (text) { sendClipboard(text); ui.cliptext.value = text; }
@@ -245,7 +278,11 @@ async function autoPaste() {
 async function remoteClipboard(text) {
   lastRemote = text;
   ui.cliptext.value = text;
-  if (!autoClipboard || !document.hasFocus()) return;
+  if (!autoClipboard()) {
+    clipNote('The desktop copied text: "Copy from desktop" puts it on this browser\'s clipboard.');
+    return;
+  }
+  if (!document.hasFocus()) return;
   try {
     await navigator.clipboard.writeText(text);
     lastLocal = text;
@@ -358,6 +395,12 @@ document.addEventListener('drop', (e) => {
 });
 
 // ---- settings ----
+ui.autoclip.addEventListener('change', () => {
+  settings.autoclip = ui.autoclip.checked;
+  save('clipboard', settings.autoclip ? 'auto' : 'manual');
+  clipNote(settings.autoclip ? 'The clipboard is shared with this browser automatically.' : 'Use "Send to desktop" and "Copy from desktop".');
+  if (settings.autoclip) autoPaste();
+});
 ui.resize.addEventListener('change', () => { settings.resize = ui.resize.value; save('resize', settings.resize); applySettings(); });
 ui.hidpi.addEventListener('change', () => {
   settings.hidpi = ui.hidpi.checked;
@@ -395,7 +438,7 @@ ui.connect.addEventListener('click', () => { attempts = 0; if (rfb) rfb.disconne
 // Exposed for tests and embedding pages.
 window.deskd = {
   get rfb() { return rfb; }, connect, settings, get readOnly() { return readOnly; },
-  get autoClipboard() { return autoClipboard; }, held, uploadFiles, listFiles, history,
+  get autoClipboard() { return autoClipboard(); }, held, uploadFiles, listFiles, history,
 };
 
 // What the token allows decides the badge before anything connects.
