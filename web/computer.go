@@ -65,7 +65,7 @@ func (s *Server) computer(ctx context.Context) (*computer.Computer, error) {
 		}
 	}
 	h.close()
-	scr, err := x11.OpenScreen(display, s.log.With("part", "computer"))
+	scr, err := x11.OpenScreenWith(display, s.keyboard(display), s.log.With("part", "computer"))
 	if err != nil {
 		return nil, err
 	}

@@ -79,7 +79,7 @@ func (s *Server) rfbServer(ctx context.Context) (*bridge.Server, error) {
 		}
 	}
 	h.close()
-	scr, err := x11.OpenScreen(display, s.log.With("part", "x11"))
+	scr, err := x11.OpenScreenWith(display, s.keyboard(display), s.log.With("part", "x11"))
 	if err != nil {
 		return nil, err
 	}
@@ -91,6 +91,25 @@ func (s *Server) rfbServer(ctx context.Context) (*bridge.Server, error) {
 	}
 	h.display, h.screen, h.srv = display, scr, srv
 	return srv, nil
+}
+
+// keyboards keeps the one keyboard mapping of the desktop's display that
+// the RFB server's and the computer API's X connections share.
+type keyboards struct {
+	mu      sync.Mutex
+	display string
+	kb      *x11.Keyboard
+}
+
+// keyboard is display's shared Keyboard (a new one for a new display).
+func (s *Server) keyboard(display string) *x11.Keyboard {
+	k := &s.kbd
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.kb == nil || k.display != display {
+		k.display, k.kb = display, x11.NewKeyboard()
+	}
+	return k.kb
 }
 
 // browserFit resizes Chromium's windows to the screen after a resize,

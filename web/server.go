@@ -93,6 +93,7 @@ type Server struct {
 	human    humanInput
 	fit      browserFit
 	shots    shotGate
+	kbd      keyboards
 	base     context.Context // ends at Close: WebSockets hang off it
 	cancel   context.CancelFunc
 	handlers handlerGroup

@@ -22,7 +22,7 @@ import (
 // keeps working: the least recently used keycode is lent again.
 func TestSpareKeycodesRecycled(t *testing.T) {
 	x, s := startScreen(t, XvfbConfig{Resolution: Resolution{640, 480, 24}})
-	spares := len(s.spares.free)
+	spares := len(s.kb.spares.free)
 	if spares == 0 {
 		t.Fatal("no spare keycodes on this server")
 	}
@@ -39,7 +39,7 @@ func TestSpareKeycodesRecycled(t *testing.T) {
 		last = xproto.Keysym(ks)
 	}
 	// The server's mapping says the last one, where deskd bound it.
-	kc := s.spares.bound[last]
+	kc := s.kb.spares.bound[last]
 	c, err := xgb.NewConnDisplay(x.Display)
 	if err != nil {
 		t.Fatal(err)
@@ -52,15 +52,15 @@ func TestSpareKeycodesRecycled(t *testing.T) {
 	if len(m.Keysyms) == 0 || m.Keysyms[0] != last {
 		t.Fatalf("keycode %d maps to %v, want %#x", kc, m.Keysyms, last)
 	}
-	if len(s.spares.bound) > spares {
-		t.Fatalf("%d keysyms bound on %d spare keycodes", len(s.spares.bound), spares)
+	if len(s.kb.spares.bound) > spares {
+		t.Fatalf("%d keysyms bound on %d spare keycodes", len(s.kb.spares.bound), spares)
 	}
 	// A key held down keeps its keycode while others come and go.
 	held := uint32(0x1005000)
 	if err := s.Key(held, true); err != nil {
 		t.Fatal(err)
 	}
-	hk := s.spares.bound[xproto.Keysym(held)]
+	hk := s.kb.spares.bound[xproto.Keysym(held)]
 	for i := range spares + 5 {
 		ks := uint32(0x1006000 + i)
 		if err := s.Key(ks, true); err != nil {
@@ -68,7 +68,7 @@ func TestSpareKeycodesRecycled(t *testing.T) {
 		}
 		s.Key(ks, false)
 	}
-	if s.spares.bound[xproto.Keysym(held)] != hk {
+	if s.kb.spares.bound[xproto.Keysym(held)] != hk {
 		t.Fatal("the keycode of a key held down was lent to another keysym")
 	}
 	s.Key(held, false)
@@ -197,5 +197,98 @@ func TestXAuthority(t *testing.T) {
 			c.Close()
 		}
 		t.Fatalf("a capture connection with another cookie: %v, want refused", err)
+	}
+}
+
+// The VNC server and the computer API each hold an X connection to one
+// display: they share one Keyboard, so a keycode one lends is never lent
+// by the other to another keysym (an agent's "€" once typed the "ж" a
+// person typed meanwhile), and a mapping changed by another client
+// (setxkbmap in a shell) is read again at its MappingNotify.
+func TestKeyboardSharedAndRefreshed(t *testing.T) {
+	x, _ := startScreen(t, XvfbConfig{Resolution: Resolution{640, 480, 24}})
+	kb := NewKeyboard()
+	open := func() *Screen {
+		s, err := OpenScreenWith(x.Display, kb, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	agent, person := open(), open()
+	c, err := xgb.NewConnDisplay(x.Display)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	serverSym := func(kc xproto.Keycode) xproto.Keysym {
+		m, err := xproto.GetKeyboardMapping(c, kc, 1).Reply()
+		if err != nil || len(m.Keysyms) == 0 {
+			t.Fatalf("mapping of %d: %v", kc, err)
+		}
+		return m.Keysyms[0]
+	}
+	// The keycode the agent's next key of ks goes to.
+	keycodeOf := func(ks xproto.Keysym) xproto.Keycode {
+		kb.mu.Lock()
+		defer kb.mu.Unlock()
+		if err := kb.ensure(agent.c, agent.minKey, agent.maxKey); err != nil {
+			t.Fatal(err)
+		}
+		kc, _, ok := kb.lookup(ks)
+		if !ok {
+			t.Fatalf("keysym %#x has no keycode", ks)
+		}
+		return kc
+	}
+	const euro, zhe = 0x20ac, 0x6d6 // €, Cyrillic ж
+	for _, k := range []struct {
+		s  *Screen
+		ks uint32
+	}{{agent, euro}, {person, zhe}, {agent, euro}} {
+		if err := k.s.Key(k.ks, true); err != nil {
+			t.Fatal(err)
+		}
+		k.s.Key(k.ks, false)
+	}
+	if kc := keycodeOf(euro); serverSym(kc) != euro {
+		t.Fatalf("the agent's € goes to keycode %d, which the server maps to %#x", kc, serverSym(kc))
+	}
+	if kc := keycodeOf(zhe); serverSym(kc) != zhe {
+		t.Fatalf("the person's ж goes to keycode %d, which the server maps to %#x", kc, serverSym(kc))
+	}
+
+	// Another client maps €'s keycode to something else.
+	kc := keycodeOf(euro)
+	before := kb.reloads.Load()
+	m, err := xproto.GetKeyboardMapping(c, kc, 1).Reply()
+	if err != nil {
+		t.Fatal(err)
+	}
+	syms := make([]xproto.Keysym, m.KeysymsPerKeycode)
+	for i := range syms {
+		syms[i] = 0x1004e2d // 中
+	}
+	if err := xproto.ChangeKeyboardMappingChecked(c, 1, kc, m.KeysymsPerKeycode, syms).Check(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); !kb.stale.Load(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no MappingNotify reached deskd's screens")
+		}
+	}
+	if err := agent.Key(euro, true); err != nil {
+		t.Fatal(err)
+	}
+	agent.Key(euro, false)
+	if kb.reloads.Load() == before {
+		t.Fatal("the mapping was not read again after a MappingNotify")
+	}
+	if kc := keycodeOf(euro); serverSym(kc) != euro {
+		t.Fatalf("after another client's change the agent's € goes to keycode %d, mapped to %#x", kc, serverSym(kc))
+	}
+	if kc := keycodeOf(0x1004e2d); serverSym(kc) != 0x1004e2d {
+		t.Fatalf("中 (mapped by another client) at keycode %d, which maps to %#x", kc, serverSym(kc))
 	}
 }

@@ -50,14 +50,13 @@ type Screen struct {
 	clip     *clipboard
 	wg       sync.WaitGroup // the clipboard's goroutine
 
-	inMu     sync.Mutex // input state and the keyboard mapping
-	minKey   xproto.Keycode
-	perKey   int
-	keymap   []xproto.Keysym // (keycode-min)*perKey + level
-	buttons  uint16
-	shiftKey xproto.Keycode
-	shifts   int       // Shift keys the viewer holds down
-	spares   spareKeys // keycodes lent to keysyms no key produces
+	inMu    sync.Mutex // this connection's input state
+	buttons uint16
+	shifts  int // Shift keys the viewer holds down
+	// The display's keyboard mapping, shared with deskd's other Screens
+	// on it (Keyboard); its own lock is taken after inMu.
+	kb             *Keyboard
+	minKey, maxKey xproto.Keycode
 
 	done chan struct{}
 }
@@ -117,10 +116,18 @@ func connect(display string, log *slog.Logger) (*xgb.Conn, error) {
 	return xgb.NewConnDisplay(display)
 }
 
-// OpenScreen connects to display and prepares capture, damage and input.
-// The extensions are initialised and their versions queried before any
-// concurrent use (a request before QueryVersion gets BadRequest).
+// OpenScreen connects to display and prepares capture, damage and input,
+// with a keyboard mapping of its own (see OpenScreenWith).
 func OpenScreen(display string, log *slog.Logger) (*Screen, error) {
+	return OpenScreenWith(display, NewKeyboard(), log)
+}
+
+// OpenScreenWith connects to display and prepares capture, damage and
+// input; its keys go through kb, which every Screen deskd opens on the
+// display must share. The extensions are initialised and their versions
+// queried before any concurrent use (a request before QueryVersion gets
+// BadRequest).
+func OpenScreenWith(display string, kb *Keyboard, log *slog.Logger) (*Screen, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -132,7 +139,7 @@ func OpenScreen(display string, log *slog.Logger) (*Screen, error) {
 	scr := setup.DefaultScreen(c)
 	s := &Screen{display: display, c: c, root: scr.Root, w: int(scr.WidthInPixels), h: int(scr.HeightInPixels), log: log,
 		damage: make(chan image.Rectangle, 4096), cursorCh: make(chan struct{}, 1), sizeCh: make(chan image.Point, 1), minKey: setup.MinKeycode,
-		done: make(chan struct{})}
+		maxKey: setup.MaxKeycode, kb: kb, done: make(chan struct{})}
 	fail := func(err error) (*Screen, error) { c.Close(); return nil, err }
 	if scr.RootDepth != 24 {
 		return fail(fmt.Errorf("x11: %s has depth %d: deskd captures 24-bit screens only", display, scr.RootDepth))
@@ -167,7 +174,13 @@ func OpenScreen(display string, log *slog.Logger) (*Screen, error) {
 			return fail(fmt.Errorf("x11: %s: %w", init.name, err))
 		}
 	}
-	if err := s.loadKeymap(setup); err != nil {
+	// A new connection may be to a new server on the same display (Xvfb
+	// restarted): the shared mapping is read again.
+	kb.mu.Lock()
+	kb.invalidate()
+	err = kb.ensure(c, s.minKey, s.maxKey)
+	kb.mu.Unlock()
+	if err != nil {
 		return fail(err)
 	}
 	if err := initRandR(c); err != nil {
@@ -300,6 +313,12 @@ func (s *Screen) events() {
 			return // connection closed
 		}
 		if s.clip.forward(ev) {
+			continue
+		}
+		if m, ok := ev.(xproto.MappingNotifyEvent); ok {
+			if m.Request != xproto.MappingPointer {
+				s.kb.invalidate() // the next key reads the mapping again
+			}
 			continue
 		}
 		if _, ok := ev.(xfixes.CursorNotifyEvent); ok {
