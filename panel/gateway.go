@@ -90,6 +90,11 @@ func NewGateway(cfg GatewayConfig) (*Gateway, error) {
 	g.mux.HandleFunc("POST /sandboxes/{id}/desktop/stop", g.api(g.control(http.MethodPost, "/api/desktop/stop")))
 	g.mux.HandleFunc("GET /sandboxes/{id}/desktop/status", g.api(g.control(http.MethodGet, "/api/desktop/status")))
 	g.mux.HandleFunc(Prefix, g.proxy)
+	// Liveness for the gateway's own probes: it serves, nothing more.
+	g.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Write([]byte("ok\n"))
+	})
 	return g, nil
 }
 

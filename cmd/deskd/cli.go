@@ -159,6 +159,19 @@ func (m *Main) cliStatus(ctx context.Context, cfg *Config) int {
 	return exitFailed
 }
 
+// cliHealth asks the daemon whether it serves (its /healthz, over the
+// control socket): the image's HEALTHCHECK. The desktop starts lazily, so
+// a stopped desktop is healthy.
+func (m *Main) cliHealth(ctx context.Context, cfg *Config) int {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if !newClient(cfg.RunDir).alive(ctx) {
+		return m.fail(errors.New("the daemon does not answer on " + filepath.Join(cfg.RunDir, controlSock)))
+	}
+	m.print(map[string]string{"status": "ok"})
+	return exitOK
+}
+
 func (m *Main) cliStop(ctx context.Context, cfg *Config) int {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()

@@ -262,6 +262,9 @@ func TestCLIContract(t *testing.T) {
 	if st, code := e.run("status"); code != exitStopped || st["status"] != "stopped" {
 		t.Fatalf("status with no daemon: %v exit %d", st, code)
 	}
+	if st, code := e.run("health"); code != exitFailed || st["status"] != "error" {
+		t.Fatalf("health with no daemon: %v exit %d", st, code)
+	}
 
 	// Ten starts at once: one daemon, one stack, all report it.
 	const n = 10
@@ -285,6 +288,9 @@ func TestCLIContract(t *testing.T) {
 				t.Fatalf("start %d reports %s pid %d, start 0 reports %d", i, k, st.Pids[k], first.Pids[k])
 			}
 		}
+	}
+	if st, code := e.run("health"); code != exitOK || st["status"] != "ok" {
+		t.Fatalf("health of a running daemon: %v exit %d", st, code)
 	}
 	// Ten POST /api/desktop/start at once, on the running stack: the same one.
 	var posts [n]desktop.Status
@@ -429,7 +435,7 @@ func TestCtlName(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"ln -s deskd /opt/cubepod/desktop/cubepod-desktop-ctl", "fonts-noto-cjk", "fonts-noto-color-emoji"} {
+	for _, want := range []string{"ln -s deskd /opt/cubepod/desktop/cubepod-desktop-ctl", "fonts-noto-cjk", "fonts-noto-color-emoji", "\nUSER 1000:1000\n", "HEALTHCHECK", "deskd\", \"health\"]"} {
 		if !strings.Contains(string(df), want) {
 			t.Errorf("the image's Dockerfile lacks %q", want)
 		}

@@ -5,6 +5,7 @@
 //	deskd start  [flags]   start the daemon if needed, then the desktop
 //	deskd status [flags]   print the stack's state
 //	deskd stop   [flags]   stop the desktop (--daemon: the daemon too)
+//	deskd health [flags]   whether the daemon serves (a container's HEALTHCHECK)
 //
 // start, status and stop print one line of JSON and exit 0 when the
 // result is what was asked for. Every flag has a DESKD_* env fallback.
@@ -36,7 +37,7 @@ type Main struct {
 // NewMain returns a Main writing to the given streams.
 func NewMain(stdout, stderr io.Writer) *Main { return &Main{Stdout: stdout, Stderr: stderr} }
 
-const usage = `usage: deskd serve|start|status|stop [flags]  (deskd CMD -h lists the flags)`
+const usage = `usage: deskd serve|start|status|stop|health [flags]  (deskd CMD -h lists the flags)`
 
 // Run runs one subcommand and returns the exit code.
 func (m *Main) Run(ctx context.Context, args []string) int {
@@ -76,6 +77,8 @@ func (m *Main) Run(ctx context.Context, args []string) int {
 		return m.cliStart(ctx, cfg)
 	case "status":
 		return m.cliStatus(ctx, cfg)
+	case "health":
+		return m.cliHealth(ctx, cfg)
 	case "stop":
 		return m.cliStop(ctx, cfg)
 	}
