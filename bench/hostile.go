@@ -217,7 +217,8 @@ func Hostile(ctx context.Context, bin string, log io.Writer) (*HostileReport, er
 		return rep, err
 	}
 	rep.Limits = []string{
-		"HTTP: request headers within 10 s (ReadHeaderTimeout), at most 64 KiB; idle keep-alive 120 s; at most --max-conns open connections (default 1024, " + strconv.Itoa(maxConns) + " in this suite), more wait in the backlog",
+		"HTTP: request headers within 10 s (ReadHeaderTimeout), at most 64 KiB; idle keep-alive 120 s; at most --max-conns open connections (default 1024, " + strconv.Itoa(maxConns) + " in this suite): idle keep-alives, then connections silent for 1 s, are closed for new ones; an address that has not shown a valid token holds --max-conns-per-addr (default 64); a 403 closes its connection",
+		"screenshots: 4 in progress for view tokens, 8 for full ones (503 with Retry-After past it), 2 encoding at once; a view token's MCP wait 5 s at most; a view token reads ~/Downloads only",
 		"WebSocket messages: terminal 1 MiB + 1, CDP 256 MiB (streamed, never held whole); RFB is a byte stream whose messages are bounded one by one: clipboard text 1 MiB (longer is read and dropped), 512 encodings, fence 64 B, 16 screens, 8192 px",
 		"desktop and terminal WebSockets pinged every 20 s, dropped after two missed; any WebSocket under a token closed 1008 at its expiry",
 		"32 VNC viewers (--max-viewers); a viewer that stops reading is dropped after 30 s",
@@ -283,7 +284,14 @@ func Hostile(ctx context.Context, bin string, log io.Writer) (*HostileReport, er
 		check("view scope", tc.name, "403", status(tc.method, h.viewBase+tc.path, jsonCT, tc.body))
 	}
 	check("view scope", "screenshot (allowed)", "200", status("GET", h.viewBase+"/computer/screenshot", nil, ""))
-	for _, tool := range []string{`"left_click","arguments":{"coordinate":[5,5]}`, `"shell_exec","arguments":{"command":"id"}`} {
+	check("view scope", "32 concurrent screenshots", "200 or 503 with Retry-After", h.viewShots(ctx, 32))
+	check("view scope", "upload to ~/Downloads (full token, for what follows)", "201", status("PUT", h.fullBase+"/files/Downloads/hostile.txt", nil, "shared"))
+	check("view scope", "files: ~/Downloads listed", "200", status("GET", h.viewBase+"/files/Downloads/", nil, ""))
+	check("view scope", "files: a file in ~/Downloads", "200", status("GET", h.viewBase+"/files/Downloads/hostile.txt", nil, ""))
+	check("view scope", "files: the home listed", "403", status("GET", h.viewBase+"/files/", nil, ""))
+	check("view scope", "files: ~/.bash_history", "403", status("GET", h.viewBase+"/files/.bash_history", nil, ""))
+	check("view scope", "files: ~/.ssh/", "403", status("GET", h.viewBase+"/files/.ssh/", nil, ""))
+	for _, tool := range []string{`"left_click","arguments":{"coordinate":[5,5]}`, `"shell_exec","arguments":{"command":"id"}`, `"wait","arguments":{"duration":30}`} {
 		call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":` + tool + `}}`
 		_, body, _ := do(ctx, "POST", h.viewBase+"/mcp", map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}, []byte(call))
 		check("view scope", "MCP tool "+tool[1:strings.IndexByte(tool[1:], '"')+1], "refused", refusedMCP(body))
@@ -379,8 +387,20 @@ func Hostile(ctx context.Context, bin string, log io.Writer) (*HostileReport, er
 	slow.Go(func() { idleGot = idleFlood(ctx, in.addr, maxConns, h.fullBase+"/healthz") })
 	slow.Wait()
 	check("http", "slowloris: headers one byte a second", "closed by deskd within 12 s", slowGot)
-	check("http", strconv.Itoa(maxConns)+" idle connections, then a request", "served once the idle ones time out", idleGot)
+	check("http", strconv.Itoa(maxConns)+" idle connections, then a request", "served within 2 s", idleGot)
+	check("http", "a 403 closes its connection", "closed", closedAfter403(ctx, in.addr))
+	check("http", "2,000 connections from 127.0.0.2, idle or answered 403, then a request with a token from 127.0.0.1", "served within 1 s",
+		floodFromAnother(ctx, in.addr, 2000, h.fullBase+"/vnc.html"))
 	check("http", "deskd still serves", "yes", okText(alive()))
+
+	// Last (the lease lasts 10 s): the lease is the token's, not the
+	// X-Agent-Id's: another token sending the holder's id is refused.
+	a := "http://" + in.addr + "/panel/" + h.mint(h.key, panel.Claims{SID: hostileSID, Port: h.port, Exp: time.Now().Add(2 * time.Hour).Unix()})
+	b := "http://" + in.addr + "/panel/" + h.mint(h.key, panel.Claims{SID: hostileSID, Port: h.port, Exp: time.Now().Add(3 * time.Hour).Unix()})
+	move := `{"actions":[{"action":"mouse_move","coordinate":[30,30]}]}`
+	agentA := map[string]string{"Content-Type": "application/json", "X-Agent-Id": "agent-a"}
+	check("lease", "the holder's action", "200", status("POST", a+"/computer/actions", agentA, move))
+	check("lease", "another token with the holder's X-Agent-Id", "409", status("POST", b+"/computer/actions", agentA, move))
 	return rep, nil
 }
 
@@ -604,8 +624,120 @@ func idleFlood(ctx context.Context, addr string, n int, u string) string {
 	if resp.StatusCode != 200 {
 		return "status " + resp.Status
 	}
-	if time.Since(t0) > 15*time.Second {
-		return fmt.Sprintf("served after %v", time.Since(t0).Round(time.Second))
+	if d := time.Since(t0); d > 2*time.Second {
+		return fmt.Sprintf("served after %v", d.Round(100*time.Millisecond))
 	}
-	return "served once the idle ones time out"
+	return "served within 2 s"
+}
+
+// closedAfter403 sends a request without a token on a keep-alive
+// connection and reports whether deskd closed it after its 403.
+func closedAfter403(ctx context.Context, addr string) string {
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return err.Error()
+	}
+	defer c.Close()
+	fmt.Fprintf(c, "GET /vnc.html HTTP/1.1\r\nHost: %s\r\n\r\n", addr)
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		return err.Error()
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 403 {
+		return "status " + resp.Status
+	}
+	if _, err := br.ReadByte(); err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return "kept open"
+		}
+		return "closed"
+	}
+	return "more bytes after the 403"
+}
+
+// floodFromAnother opens n connections from 127.0.0.2, every other one
+// answered 403 and all left open, then asks u from 127.0.0.1 (where the
+// gateway would be).
+func floodFromAnother(ctx context.Context, addr string, n int, u string) string {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}, Timeout: 5 * time.Second}
+	var mu sync.Mutex
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 32)
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			c, err := d.DialContext(ctx, "tcp", addr)
+			if err != nil {
+				return
+			}
+			if i%2 == 1 {
+				fmt.Fprintf(c, "GET /vnc.html HTTP/1.1\r\nHost: %s\r\n\r\n", addr)
+				c.SetReadDeadline(time.Now().Add(2 * time.Second))
+				c.Read(make([]byte, 512))
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	t0 := time.Now()
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 5 * time.Second}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	resp, err := client.Do(req)
+	if err != nil {
+		return "not served: " + err.Error()
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return "status " + resp.Status
+	}
+	if d := time.Since(t0); d > time.Second {
+		return fmt.Sprintf("served after %v", d.Round(10*time.Millisecond))
+	}
+	return "served within 1 s"
+}
+
+// viewShots takes n screenshots with the view token at once: each must
+// be a picture or a 503 that says when to come back.
+func (h *hostile) viewShots(ctx context.Context, n int) string {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	got := map[string]int{}
+	for range n {
+		wg.Go(func() {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, h.viewBase+"/computer/screenshot", nil)
+			k := "error"
+			if resp, err := probeClient.Do(req); err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				k = resp.Status
+				if resp.StatusCode == 503 && resp.Header.Get("Retry-After") == "" {
+					k += " without Retry-After"
+				}
+			}
+			mu.Lock()
+			got[k]++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	for k := range got {
+		if k != "200 OK" && k != "503 Service Unavailable" {
+			return fmt.Sprint(got)
+		}
+	}
+	return "200 or 503 with Retry-After"
 }

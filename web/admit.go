@@ -51,9 +51,13 @@ const (
 )
 
 // NewAdmission keeps at most max connections open, and perAddr from each
-// address that has not shown a valid token.
-func NewAdmission(max, perAddr int) *Admission {
-	return &Admission{max: max, perAddr: perAddr, open: map[*admConn]struct{}{}, perIP: map[string]int{},
+// address that has not shown a valid token (0: a quarter of max, 64 at
+// most).
+func NewAdmission(maxConns, perAddr int) *Admission {
+	if perAddr <= 0 {
+		perAddr = max(1, min(64, maxConns/4))
+	}
+	return &Admission{max: maxConns, perAddr: perAddr, open: map[*admConn]struct{}{}, perIP: map[string]int{},
 		trusted: map[string]time.Time{}, freed: make(chan struct{}, 1)}
 }
 
@@ -174,12 +178,18 @@ func (a *Admission) admit(c net.Conn, done <-chan struct{}) *admConn {
 			continue
 		}
 		a.mu.Unlock()
+		// Wait for a connection to close, or for a silent one to pass
+		// its grace and become reclaimable.
+		wake := time.NewTimer(newGrace / 4)
 		select {
 		case <-a.freed:
+		case <-wake.C:
 		case <-done:
+			wake.Stop()
 			c.Close()
 			return nil
 		}
+		wake.Stop()
 	}
 }
 

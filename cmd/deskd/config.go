@@ -135,11 +135,11 @@ func ParseFlags(cmd string, args []string, stderr io.Writer) (*Config, error) {
 		return nil, fmt.Errorf("%s: %w", envName("max-conns"), err)
 	}
 	fs.IntVar(&c.MaxConns, "max-conns", maxConns, "open HTTP connections at most; idle ones are reclaimed for new ones, then more wait (env DESKD_MAX_CONNS)")
-	perAddr, err := strconv.Atoi(env("max-conns-per-addr", "64"))
+	perAddr, err := strconv.Atoi(env("max-conns-per-addr", "0"))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", envName("max-conns-per-addr"), err)
 	}
-	fs.IntVar(&c.MaxConnsPerAddr, "max-conns-per-addr", perAddr, "open HTTP connections at most from one address that has not shown a valid token (the gateway has) (env DESKD_MAX_CONNS_PER_ADDR)")
+	fs.IntVar(&c.MaxConnsPerAddr, "max-conns-per-addr", perAddr, "open HTTP connections at most from one address that has not shown a valid token (the gateway has); 0: a quarter of --max-conns, 64 at most (env DESKD_MAX_CONNS_PER_ADDR)")
 	maxViewers, err := strconv.Atoi(env("max-viewers", "32"))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", envName("max-viewers"), err)
@@ -317,8 +317,8 @@ func (c *Config) validate() error {
 	if c.MaxConns < 16 {
 		return fmt.Errorf("--max-conns %d: want at least 16", c.MaxConns)
 	}
-	if c.MaxConnsPerAddr < 1 || c.MaxConnsPerAddr > c.MaxConns {
-		return fmt.Errorf("--max-conns-per-addr %d: want 1 to --max-conns (%d)", c.MaxConnsPerAddr, c.MaxConns)
+	if c.MaxConnsPerAddr < 0 || c.MaxConnsPerAddr > c.MaxConns {
+		return fmt.Errorf("--max-conns-per-addr %d: want 0 (a quarter of --max-conns) to --max-conns (%d)", c.MaxConnsPerAddr, c.MaxConns)
 	}
 	if c.Display < 0 || c.Display > x11.MaxDisplay {
 		return fmt.Errorf("--display %d out of range (0-%d)", c.Display, x11.MaxDisplay)
