@@ -68,11 +68,16 @@ type admConn struct {
 	state   http.ConnState // under a.mu
 	since   time.Time      // of the state, under a.mu
 	trusted bool           // under a.mu
-	once    sync.Once
+	// released is set by whoever takes the connection out of the books
+	// first: its Close, or an eviction (a sync.Once here deadlocked: an
+	// eviction under a.mu waited for a Close waiting for a.mu).
+	released atomic.Bool
 }
 
 func (c *admConn) Close() error {
-	c.once.Do(func() { c.a.release(c) })
+	if c.released.CompareAndSwap(false, true) {
+		c.a.release(c)
+	}
 	return c.Conn.Close()
 }
 
@@ -163,7 +168,10 @@ func (a *Admission) admit(c net.Conn, done <-chan struct{}) *admConn {
 				c.Close()
 				return nil
 			}
-			a.evictLocked(v)
+			if !a.evictLocked(v) {
+				a.mu.Unlock()
+				continue // closing meanwhile: its place frees at once
+			}
 		}
 		if len(a.open) < a.max {
 			ac := &admConn{Conn: c, a: a, ip: ip, state: http.StateNew, since: now}
@@ -175,7 +183,7 @@ func (a *Admission) admit(c net.Conn, done <-chan struct{}) *admConn {
 		if v := a.victim("", now); v != nil {
 			a.evictLocked(v)
 			a.mu.Unlock()
-			continue
+			continue // evicted, or closing meanwhile: look again
 		}
 		a.mu.Unlock()
 		// Wait for a connection to close, or for a silent one to pass
@@ -211,7 +219,7 @@ func (a *Admission) victim(ip string, now time.Time) *admConn {
 	}
 	bestRank := 0
 	for c := range a.open {
-		if ip != "" && c.ip != ip {
+		if (ip != "" && c.ip != ip) || c.released.Load() {
 			continue
 		}
 		r := rank(c)
@@ -223,15 +231,19 @@ func (a *Admission) victim(ip string, now time.Time) *admConn {
 }
 
 // evictLocked takes v out of the books and closes its socket; the HTTP
-// server's goroutine for it then ends.
-func (a *Admission) evictLocked(v *admConn) {
+// server's goroutine for it then ends. It returns false when v's Close
+// got there first (and will take it out of the books itself).
+func (a *Admission) evictLocked(v *admConn) bool {
+	if !v.released.CompareAndSwap(false, true) {
+		return false
+	}
 	delete(a.open, v)
 	if a.perIP[v.ip]--; a.perIP[v.ip] <= 0 {
 		delete(a.perIP, v.ip)
 	}
-	v.once.Do(func() {}) // released here
 	a.evicted.Add(1)
 	v.Conn.Close()
+	return true
 }
 
 func hostOf(addr net.Addr) string {

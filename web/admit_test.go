@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 )
@@ -186,4 +187,33 @@ func TestAdmission(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, tt.run)
 	}
+}
+
+// Connections closing while they are evicted: the books stay right and
+// Accept never blocks for good (an eviction once waited, under the lock,
+// for a Close that waited for the lock).
+func TestAdmissionCloseDuringEviction(t *testing.T) {
+	a, addr := admitServer(t, 4, 4)
+	deadline := time.Now().Add(2 * time.Second)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for i := 0; time.Now().Before(deadline); i++ {
+				c, err := net.DialTimeout("tcp", addr, time.Second)
+				if err != nil {
+					continue
+				}
+				rawGet(c, "/ok")                                  // trusted, then idle: evictable at once
+				time.Sleep(time.Duration(i%3) * time.Millisecond) // closed by the client about when a newcomer evicts it
+				c.Close()
+			}
+		})
+	}
+	wg.Wait()
+	c := dialFrom(t, net.IPv4(127, 0, 0, 1), addr)
+	if st, err := rawGet(c, "/ok"); err != nil || st != "200 OK" {
+		t.Fatalf("after the churn: %q %v", st, err)
+	}
+	_, _, evicted := a.Counts()
+	t.Logf("%d evictions", evicted)
 }
