@@ -64,8 +64,16 @@ func (s *Server) readiness(ctx context.Context) []string {
 	if screen == nil {
 		return problems // no viewer has needed the X connection yet
 	}
+	// One check of the display at a time: a probe every few seconds
+	// against a display that hangs must not pile up goroutines.
+	if !s.pinging.CompareAndSwap(false, true) {
+		return append(problems, "x11: an earlier check still waits for the display")
+	}
 	done := make(chan error, 1)
-	go func() { done <- screen.Ping() }() // ends with the X connection's reply or its close
+	go func() { // ends with the X connection's reply or its close
+		defer s.pinging.Store(false)
+		done <- screen.Ping()
+	}()
 	select {
 	case err := <-done:
 		if err != nil {

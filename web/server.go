@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -94,6 +95,7 @@ type Server struct {
 	fit      browserFit
 	shots    shotGate
 	kbd      keyboards
+	pinging  atomic.Bool // a readiness check of the display in flight
 	base     context.Context // ends at Close: WebSockets hang off it
 	cancel   context.CancelFunc
 	handlers handlerGroup

@@ -267,6 +267,42 @@ func TestDesktopPingsAndOpsListener(t *testing.T) {
 	if h := read(4); h[0] != 0 {
 		t.Fatalf("message %d, want a FramebufferUpdate", h[0])
 	}
+
+	// Readiness follows the display: an X server that does not answer
+	// (stopped) makes /readyz 503 and says why; /livez stays 200.
+	out, _ := e.run("status")
+	xvfb := e.status(out).Pids["xvfb"]
+	ready := func() (int, string) {
+		resp, err := http.Get("http://" + ops + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if code, body := ready(); code != 200 {
+		t.Fatalf("/readyz with the desktop up: %d %s", code, body)
+	}
+	if err := syscall.Kill(xvfb, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	code, body := ready()
+	syscall.Kill(xvfb, syscall.SIGCONT)
+	if code != 503 || !strings.Contains(body, "x11") {
+		t.Fatalf("/readyz with Xvfb stopped: %d %s; want 503 naming x11", code, body)
+	}
+	if resp, err := http.Get("http://" + ops + "/livez"); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("/livez: %v %v", resp, err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if code, _ := ready(); code == 200 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("/readyz did not come back once Xvfb went on")
+		}
+	}
 }
 
 // The desktop's display admits only holders of deskd's cookie: the file
