@@ -95,7 +95,7 @@ type Server struct {
 	fit      browserFit
 	shots    shotGate
 	kbd      keyboards
-	pinging  atomic.Bool // a readiness check of the display in flight
+	pinging  atomic.Bool     // a readiness check of the display in flight
 	base     context.Context // ends at Close: WebSockets hang off it
 	cancel   context.CancelFunc
 	handlers handlerGroup
