@@ -279,8 +279,15 @@ func TestVerifyTimerNotPostponed(t *testing.T) {
 		scr.damage <- whole // unchanged, sampled: suspects at each capture
 		time.Sleep(every)
 	}
-	scr.captured(t, n+captures/4) // damage may coalesce, not vanish
+	// Damage may coalesce (how much depends on the machine's load: under
+X
+	// damages), never vanish: one capture after it at least. The limit
+	// below is by elapsed time, whatever the number of captures.
+	scr.captured(t, n)
 	armed := s.verify.arms.Load() - arms
+	scr.mu.Lock()
+	t.Logf("%d captures for %d damages, the verify timer armed %d times", scr.shared-n, captures, armed)
+	scr.mu.Unlock()
 	if limit := int32(captures*every/verifyRearm) + 2; armed > limit {
 		t.Fatalf("verify timer armed %d times in %d captures, want at most %d", armed, captures, limit)
 	}
