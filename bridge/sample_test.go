@@ -280,8 +280,8 @@ func TestVerifyTimerNotPostponed(t *testing.T) {
 		time.Sleep(every)
 	}
 	// Damage may coalesce (how much depends on the machine's load: under
-X
-	// damages), never vanish: one capture after it at least. The limit
+	// make test's parallel packages the capture loop once ran fewer than
+	// 16 times for 60 damages), never vanish: one capture after it at least. The limit
 	// below is by elapsed time, whatever the number of captures.
 	scr.captured(t, n)
 	armed := s.verify.arms.Load() - arms
