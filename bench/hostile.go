@@ -217,7 +217,7 @@ func Hostile(ctx context.Context, bin string, log io.Writer) (*HostileReport, er
 		return rep, err
 	}
 	rep.Limits = []string{
-		"HTTP: request headers within 10 s (ReadHeaderTimeout), at most 64 KiB; idle keep-alive 120 s; at most --max-conns open connections (default 1024, " + strconv.Itoa(maxConns) + " in this suite): idle keep-alives, then connections silent for 1 s, are closed for new ones; an address that has not shown a valid token holds --max-conns-per-addr (default 64); a 403 closes its connection",
+		"HTTP: request headers within 10 s (ReadHeaderTimeout), at most 64 KiB; idle keep-alive 120 s; at most --max-conns open connections (default 1024, " + strconv.Itoa(maxConns) + " in this suite): idle keep-alives, then connections silent for 1 s, are closed for new ones; an address that has not shown a valid token holds --max-conns-per-addr (default a quarter of --max-conns, 64 at most; 16 in this suite); a 403 closes its connection",
 		"screenshots: 4 in progress for view tokens, 8 for full ones (503 with Retry-After past it), 2 encoding at once; a view token's MCP wait 5 s at most; a view token reads ~/Downloads only",
 		"WebSocket messages: terminal 1 MiB + 1, CDP 256 MiB (streamed, never held whole); RFB is a byte stream whose messages are bounded one by one: clipboard text 1 MiB (longer is read and dropped), 512 encodings, fence 64 B, 16 screens, 8192 px",
 		"desktop and terminal WebSockets pinged every 20 s, dropped after two missed; any WebSocket under a token closed 1008 at its expiry",
