@@ -22,7 +22,8 @@ import (
 //     past the budget get 503 with Retry-After;
 //   - an MCP wait from a view token does not hold up the agent's actions
 //     (it once took the action lock for its whole length), and waits 5 s
-//     at most.
+//     at most;
+//   - the lease lasts LeaseTTL after a run longer than LeaseTTL ends.
 func TestViewerBounds(t *testing.T) {
 	e := newInstall(t, "--resolution", "2560x1600x24", "--max-resolution", "2560x1600x24")
 	deskd := serveDeskd(t, e)
@@ -118,6 +119,17 @@ func TestViewerBounds(t *testing.T) {
 		t.Errorf("the agent's actions took %v during a view token's 4 s wait", took)
 	}
 	t.Logf("agent's actions during a view wait: %v; the wait: %v", took.Round(time.Millisecond), (<-waited).Round(time.Millisecond))
+
+	// The lease outlives a run longer than LeaseTTL by LeaseTTL (it once
+	// expired LeaseTTL after the run began, so at its end here).
+	code, v := env.post("/computer/actions", `{"actions":[{"action":"mouse_move","coordinate":[20,20]},{"action":"wait","duration":10.5}]}`)
+	if code != 200 || v["ok"] != true {
+		t.Fatalf("the long run: %d %v", code, v)
+	}
+	code, v = env.post("/computer/actions", `{"actions":[{"action":"mouse_move","coordinate":[30,30]}]}`, "X-Agent-Id", "next-agent")
+	if code != http.StatusConflict {
+		t.Fatalf("another agent right after a 10.5 s run: %d %v; want 409 (the lease lasts 10 s after the run)", code, v)
+	}
 }
 
 // vmHWM and vmRSS are a process's peak and current resident memory, KiB.
