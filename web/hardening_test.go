@@ -145,6 +145,9 @@ func TestOpsHandler(t *testing.T) {
 	h := s.OpsHandler()
 	for _, tt := range []hostile{
 		{name: "healthz", method: "GET", path: "/healthz", want: 200, body: "ok"},
+		{name: "livez", method: "GET", path: "/livez", want: 200, body: "ok"},
+		{name: "readyz, desktop stopped", method: "GET", path: "/readyz", want: 200, body: "ready"},
+		{name: "readyz POST", method: "POST", path: "/readyz", ctype: "application/json", want: 405},
 		{name: "metrics", method: "GET", path: "/metrics", want: 200, body: "cubepod_desktop_activations_total"},
 		{name: "page", method: "GET", path: "/vnc.html", want: 404},
 		{name: "api", method: "GET", path: "/api/desktop/status", want: 404},
