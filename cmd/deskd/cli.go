@@ -219,7 +219,7 @@ func spawnDaemon(ctx context.Context, cfg *Config, c *client) error {
 		return fmt.Errorf("find deskd binary: %w", err)
 	}
 	logPath := filepath.Join(cfg.RunDir, "logs", daemonLog)
-	out, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND|syscall.O_NOFOLLOW, 0o644)
+	out, err := openNoFollow(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND)
 	if err != nil {
 		return fmt.Errorf("daemon log: %w", err)
 	}

@@ -8,15 +8,21 @@ import (
 	"syscall"
 )
 
-// openLock opens (or makes) a lock file, never through a link: one found
-// at its name (planted there) is removed and the file made anew.
+// openLock opens (or makes) a lock file, never through a link.
 func openLock(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|syscall.O_NOFOLLOW, 0o644)
+	return openNoFollow(path, os.O_CREATE|os.O_RDWR)
+}
+
+// openNoFollow opens path with flag (and O_CREATE's mode 0644), never
+// through a symbolic link: one found at its name (planted there) is
+// removed and the open tried again.
+func openNoFollow(path string, flag int) (*os.File, error) {
+	f, err := os.OpenFile(path, flag|syscall.O_NOFOLLOW, 0o644)
 	if errors.Is(err, syscall.ELOOP) {
 		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return nil, err
 		}
-		f, err = os.OpenFile(path, os.O_CREATE|os.O_RDWR|syscall.O_NOFOLLOW, 0o644)
+		f, err = os.OpenFile(path, flag|syscall.O_NOFOLLOW, 0o644)
 	}
 	return f, err
 }
@@ -61,7 +67,10 @@ func lock(ctx context.Context, path string) (*os.File, error) {
 // writeFileNoFollow writes data to path, replacing what is there, and
 // never through a symbolic link.
 func writeFileNoFollow(path string, data []byte, perm os.FileMode) error {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC|syscall.O_NOFOLLOW, perm)
+	f, err := openNoFollow(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC)
+	if err == nil {
+		err = f.Chmod(perm)
+	}
 	if err != nil {
 		return err
 	}

@@ -150,6 +150,24 @@ kill -9 %[4]d`, runDir, sentinel, profile, chromium))
 				t.Errorf("deskd (pid %d) still runs after stop --daemon", daemon)
 			}
 
+			// 4. A fresh start with links at the pid file, the daemon's log
+			// and the lock: they are replaced, not written through.
+			err = asGUI(t, fmt.Sprintf(`set -e
+cd %[1]s
+rm -f %[3]s && mv %[3]s.old %[3]s
+ln -sf %[2]s/secret deskd.pid
+ln -sf %[2]s/secret logs/deskd.log
+ln -sf %[2]s/created-by-lock deskd.lock`, runDir, sentinel, profile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out, code := e.run("start"); code != 0 {
+				t.Errorf("start with planted links: exit %d %v", code, out)
+			}
+			if out, code := e.run("stop", "--daemon"); code != 0 {
+				t.Errorf("stop --daemon: exit %d %v", code, out)
+			}
+
 			after := snapshot(t, sentinel)
 			for _, k := range sortedKeys(before, after) {
 				if before[k] != after[k] {
