@@ -357,8 +357,12 @@ func (m *Manager) readLoop(ctx context.Context, c Conn, s *Session, v *viewer) e
 	}
 }
 
-// frameSize is the largest OUTPUT message, and a viewer's only buffer.
+// frameSize is the largest OUTPUT payload, and a viewer's only buffer.
 const frameSize = 64 << 10
+
+// FrameSize is the largest message a viewer is sent: the command byte
+// and frameSize of output.
+const FrameSize = 1 + frameSize
 
 // pump sends the scrollback replay, then live output, to one viewer.
 func (s *Session) pump(ctx context.Context, m *Manager, c Conn, v *viewer) error {

@@ -32,7 +32,10 @@ func (s *Server) terminalWS(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "a view-only token may only attach to an existing terminal session (?session=ID)", http.StatusForbidden)
 		return
 	}
-	c, ctx, done, err := s.upgrade(w, r, wsOptions{subprotocols: []string{"tty"}, readLimit: term.MaxMessage, ping: true})
+	// Output frames (term.FrameSize at most) go out in one write each,
+	// header and payload together.
+	c, ctx, done, err := s.upgrade(w, r, wsOptions{subprotocols: []string{"tty"}, readLimit: term.MaxMessage, ping: true,
+		writeBuffer: term.FrameSize + 16})
 	if err != nil {
 		return
 	}

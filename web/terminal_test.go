@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -341,5 +342,69 @@ func TestTerminalViewTokenReadOnly(t *testing.T) {
 	}
 	if _, resp, err := dialTerm(t, srv, "/terminal/ws", nil); err == nil || resp == nil || resp.StatusCode != 403 {
 		t.Fatalf("terminal without a token: %v %v", err, resp)
+	}
+}
+
+// writeCounter counts the writes to its connections.
+type writeCounter struct {
+	net.Listener
+	writes *atomic.Int64
+}
+
+func (l writeCounter) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return countedConn{c, l.writes}, nil
+}
+
+type countedConn struct {
+	net.Conn
+	writes *atomic.Int64
+}
+
+func (c countedConn) Write(p []byte) (int, error) {
+	c.writes.Add(1)
+	return c.Conn.Write(p)
+}
+
+// An output frame goes out in one write, its header with its payload:
+// behind net/http's 4 KiB hijack buffer a 64 KiB frame took two (the
+// header flushed with the first 4 KiB, then the rest).
+func TestTerminalFrameOneWrite(t *testing.T) {
+	sp := proc.NewSpawner()
+	m, err := term.NewManager(term.Config{Shell: "/bin/bash", Args: []string{"--norc", "--noprofile"}, Spawner: sp, Home: t.TempDir(), Env: []string{"PS1=$ "}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newServer(t, Config{Terminal: m})
+	var writes atomic.Int64
+	srv := httptest.NewUnstartedServer(s.Handler())
+	srv.Listener = writeCounter{srv.Listener, &writes}
+	srv.Start()
+	t.Cleanup(func() { srv.Close(); s.Close(); m.Close(); sp.Close() })
+	tc := openTerm(t, srv, "")
+	// Big frames: the shell writes 4 MiB at once, the viewer reads them
+	// after they are queued.
+	tc.send("0head -c 4000000 /dev/zero | tr '\\0' x; echo; echo __E\"\"ND__\r")
+	before := writes.Load()
+	frames := 0
+	var out strings.Builder
+	for !strings.Contains(out.String(), "__END__") {
+		_, b := tc.read()
+		frames++
+		if b[0] == term.CmdOutput {
+			out.Write(b[1:])
+			if s := out.String(); len(s) > 64 {
+				out.Reset()
+				out.WriteString(s[len(s)-64:])
+			}
+		}
+	}
+	n := writes.Load() - before
+	t.Logf("%d frames in %d writes", frames, n)
+	if n > int64(frames)+2 { // a ping may come between
+		t.Fatalf("%d frames took %d writes: more than one a frame", frames, n)
 	}
 }

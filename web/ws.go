@@ -1,8 +1,10 @@
 package web
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -79,7 +81,31 @@ type wsOptions struct {
 	// cut idle connections keep it, and a peer that stopped answering
 	// is dropped. The CDP relay pings by itself.
 	ping bool
+	// writeBuffer, when set, is the size of the connection's write
+	// buffer (net/http hands a hijacked connection a 4 KiB one). The
+	// WebSocket library writes a frame's header into it, then the
+	// payload: a frame that does not fit goes out in two writes.
+	writeBuffer int
 }
+
+// bigWriter hands the WebSocket library, at the hijack, a write buffer of
+// its own size instead of net/http's 4 KiB.
+type bigWriter struct {
+	http.ResponseWriter
+	size int
+}
+
+func (b bigWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, rw, err := http.NewResponseController(b.ResponseWriter).Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	// net/http flushed and reset its writer for the hijack: nothing is
+	// lost by writing through another one from here on.
+	return c, bufio.NewReadWriter(rw.Reader, bufio.NewWriterSize(c, b.size)), nil
+}
+
+func (b bigWriter) Unwrap() http.ResponseWriter { return b.ResponseWriter }
 
 // upgrade accepts a WebSocket whose request passed checkWS (every route
 // calls it first, before any side effect). It returns a context that ends
@@ -90,6 +116,9 @@ func (s *Server) upgrade(w http.ResponseWriter, r *http.Request, o wsOptions) (*
 	if !s.handlers.TryAdd() {
 		http.Error(w, "shutting down", http.StatusServiceUnavailable)
 		return nil, nil, nil, errShuttingDown
+	}
+	if o.writeBuffer > 0 {
+		w = bigWriter{ResponseWriter: w, size: o.writeBuffer}
 	}
 	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{
 		Subprotocols: o.subprotocols,
