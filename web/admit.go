@@ -116,26 +116,28 @@ func trustConn(ctx context.Context) {
 	defer a.mu.Unlock()
 	ac.trusted = true
 	if _, ok := a.trusted[ac.ip]; !ok && len(a.trusted) >= maxTrusted {
-		for ip, t := range a.trusted { // drop the stalest
-			if now.Sub(t) > trustTTL || len(a.trusted) >= maxTrusted {
-				delete(a.trusted, ip)
-			}
-			if len(a.trusted) < maxTrusted {
-				break
+		stalest, oldest := "", now
+		for ip, t := range a.trusted {
+			if t.Before(oldest) {
+				stalest, oldest = ip, t
 			}
 		}
+		delete(a.trusted, stalest)
 	}
 	a.trusted[ac.ip] = now
 }
 
+// forgetLocked takes c out of the books.
+func (a *Admission) forgetLocked(c *admConn) {
+	delete(a.open, c)
+	if a.perIP[c.ip]--; a.perIP[c.ip] <= 0 {
+		delete(a.perIP, c.ip)
+	}
+}
+
 func (a *Admission) release(c *admConn) {
 	a.mu.Lock()
-	if _, ok := a.open[c]; ok {
-		delete(a.open, c)
-		if a.perIP[c.ip]--; a.perIP[c.ip] <= 0 {
-			delete(a.perIP, c.ip)
-		}
-	}
+	a.forgetLocked(c)
 	a.mu.Unlock()
 	select {
 	case a.freed <- struct{}{}:
@@ -237,10 +239,7 @@ func (a *Admission) evictLocked(v *admConn) bool {
 	if !v.released.CompareAndSwap(false, true) {
 		return false
 	}
-	delete(a.open, v)
-	if a.perIP[v.ip]--; a.perIP[v.ip] <= 0 {
-		delete(a.perIP, v.ip)
-	}
+	a.forgetLocked(v)
 	a.evicted.Add(1)
 	v.Conn.Close()
 	return true

@@ -126,17 +126,18 @@ func (l *lease) done(a agent, now time.Time, ttl time.Duration) {
 	l.until = now.Add(ttl)
 }
 
-// state is the holder's name and the time left (0 while it runs).
-func (l *lease) state(now time.Time) (string, time.Duration, bool) {
+// state is the holder's name ("" when free) and the time left (0 while
+// it runs).
+func (l *lease) state(now time.Time) (string, time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.holder.key == "" || (l.running == 0 && !now.Before(l.until)) {
-		return "", 0, false
+		return "", 0
 	}
 	if l.running > 0 {
-		return l.holder.name, 0, true
+		return l.holder.name, 0
 	}
-	return l.holder.name, l.until.Sub(now), true
+	return l.holder.name, l.until.Sub(now)
 }
 
 // agentOf names the caller for the lease: its panel session and its
@@ -242,7 +243,7 @@ func (s *Server) computerInfo(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a := infoAnswer{Geometry: c.Geometry(), Cursor: []int{p.X, p.Y}}
-	holder, left, _ := s.lease.state(time.Now())
+	holder, left := s.lease.state(time.Now())
 	a.Lease, a.LeaseS = holder, int(left/time.Millisecond)
 	writeJSON(w, http.StatusOK, a)
 }

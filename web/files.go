@@ -214,7 +214,7 @@ func (s *Server) fileGet(w http.ResponseWriter, r *http.Request, root *os.Root, 
 	// Where the open file really is, symbolic links resolved by the
 	// kernel: a link inside the home to a denied path is denied too.
 	real, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(f.Fd())))
-	if err != nil || s.deniedPath(real) || (only != "" && real != only && !strings.HasPrefix(real, only+"/")) {
+	if err != nil || s.deniedPath(real) || (only != "" && !pathUnder(real, only)) {
 		writeJSON(w, http.StatusForbidden, map[string]string{"error": name + " is not shared through the files API"})
 		return
 	}
@@ -374,17 +374,16 @@ func (s *Server) denied(name string) bool {
 // deniedPath reports whether the absolute path p is a denied path or
 // below one.
 func (s *Server) deniedPath(p string) bool {
-	under := func(d string) bool { return p == d || strings.HasPrefix(p, strings.TrimSuffix(d, "/")+"/") }
 	for _, d := range s.cfg.FilesDeny {
 		if d == "" {
 			continue
 		}
 		// Both spellings: as configured, and resolved now (the profile
 		// may not have existed when deskd started).
-		if under(filepath.Clean(d)) {
+		if pathUnder(p, filepath.Clean(d)) {
 			return true
 		}
-		if real, err := filepath.EvalSymlinks(d); err == nil && under(real) {
+		if real, err := filepath.EvalSymlinks(d); err == nil && pathUnder(p, real) {
 			return true
 		}
 	}
@@ -460,4 +459,9 @@ func (s *Server) fileError(w http.ResponseWriter, r *http.Request, err error) {
 		s.log.Error("files", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 	writeJSON(w, code, map[string]string{"error": msg, "status": strconv.Itoa(code)})
+}
+
+// pathUnder reports whether the clean path p is dir or inside it.
+func pathUnder(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
 }

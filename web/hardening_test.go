@@ -314,7 +314,7 @@ func TestLease(t *testing.T) {
 	if _, _, ok := l.take(b, end.Add(3*time.Second+LeaseTTL)); !ok {
 		t.Fatal("an expired lease was not given to b")
 	}
-	if h, _, _ := l.state(end.Add(4*time.Second + LeaseTTL)); h != "t:bb" {
+	if h, _ := l.state(end.Add(4*time.Second + LeaseTTL)); h != "t:bb" {
 		t.Fatalf("holder %q", h)
 	}
 

@@ -295,14 +295,7 @@ func TestDesktopPingsAndOpsListener(t *testing.T) {
 	if resp, err := http.Get("http://" + ops + "/livez"); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("/livez: %v %v", resp, err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if code, _ := ready(); code == 200 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("/readyz did not come back once Xvfb went on")
-		}
-	}
+	waitFor(t, 10*time.Second, "/readyz back once Xvfb went on", func() bool { code, _ := ready(); return code == 200 })
 }
 
 // The desktop's display admits only holders of deskd's cookie: the file

@@ -20,6 +20,9 @@ import (
 // ports bound) and then drops to the GUI user for good, on every thread,
 // before it starts a child or serves a request.
 
+// dirNoFollow opens a directory, never through a symbolic link.
+const dirNoFollow = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+
 // needsDrop reports whether this process is root and the GUI account is
 // another user: the case where deskd must prepare and then drop.
 func needsDrop(cred *syscall.Credential) bool {
@@ -113,7 +116,7 @@ func prepareAsRoot(runDir, home string, cred *syscall.Credential) error {
 			_ = unix.Fchmod(tfd, 0o1777)
 		}
 		if err := unix.Mkdirat(tfd, ".X11-unix", 0o755); err == nil {
-			if xfd, err := unix.Openat(tfd, ".X11-unix", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err == nil {
+			if xfd, err := unix.Openat(tfd, ".X11-unix", dirNoFollow, 0); err == nil {
 				_ = unix.Fchmod(xfd, 0o1777)
 				unix.Close(xfd)
 			}
@@ -186,7 +189,7 @@ func walkDir(path string, create bool, perm uint32, links int) (int, unix.Stat_t
 			return -1, st, false, err
 		}
 		trusted := pst.Uid == 0 && pst.Mode&0o022 == 0
-		next, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		next, err := unix.Openat(fd, name, dirNoFollow, 0)
 		if errors.Is(err, unix.ENOENT) && create {
 			mode := uint32(0o755)
 			if last {
@@ -198,7 +201,7 @@ func walkDir(path string, create bool, perm uint32, links int) (int, unix.Stat_t
 				return -1, st, false, merr
 			}
 			made = last && merr == nil
-			next, err = unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			next, err = unix.Openat(fd, name, dirNoFollow, 0)
 		}
 		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
 			var lst unix.Stat_t
@@ -272,7 +275,7 @@ func adoptEntries(dirfd, uid, gid int, subdirs ...string) error {
 				if name != sub {
 					continue
 				}
-				sfd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+				sfd, err := unix.Openat(dirfd, name, dirNoFollow, 0)
 				if err != nil {
 					return err
 				}

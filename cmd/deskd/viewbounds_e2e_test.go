@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cubepod/deskd/desktop"
 	"github.com/cubepod/deskd/panel"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -40,10 +42,9 @@ func TestViewerBounds(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("start: %d %s", code, body)
 	}
-	pid := 0
-	if i := strings.Index(string(body), `"deskd":`); i > 0 {
-		pid, _ = strconv.Atoi(strings.TrimRight(strings.SplitN(string(body[i+8:]), ",", 2)[0], "}"))
-	}
+	var st desktop.Status
+	json.Unmarshal(body, &st)
+	pid := st.Pids["deskd"]
 	if pid == 0 {
 		t.Fatalf("no deskd pid in %s", body)
 	}
