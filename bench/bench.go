@@ -120,6 +120,7 @@ func scenarios() []scenario {
 		{"rfb_wheel", "x11vnc + websockify on the same Xvfb", rfbWheelScenario},
 		{"rfb_gallery", "x11vnc + websockify on the same Xvfb", rfbGalleryScenario},
 		{"rfb_typing", "x11vnc + websockify on the same Xvfb", rfbTypingScenario},
+		{"motion", "Xtigervnc + websockify (its own display and Chromium), and x11vnc + websockify on deskd's Xvfb", motionScenario},
 		{"terminal", "ttyd (TTYD=) or a raw PTY read in-process", terminalScenario},
 		{"cdp", "a direct connection to the same Chromium", cdpScenario},
 		{"computer", "xdotool + ImageMagick import spawned per action", computerScenario},

@@ -113,7 +113,10 @@ func startDeskd(ctx context.Context, c Config) (*server, error) {
 	port, _ := freePort()
 	cdpPort, _ := freePort()
 	addr := "127.0.0.1:" + strconv.Itoa(port)
-	cmd := group(ctx, c.Deskd, "serve", "--run-dir", dir, "--listen", addr, "--cdp-port", strconv.Itoa(cdpPort), "--shell", "/bin/bash")
+	// Its own pages may open WebSockets through the bench's slow link
+	// (another port, so another Host).
+	cmd := group(ctx, c.Deskd, "serve", "--run-dir", dir, "--listen", addr, "--cdp-port", strconv.Itoa(cdpPort), "--shell", "/bin/bash",
+		"--allow-origin", "http://"+addr)
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}

@@ -74,7 +74,7 @@ func BenchmarkEncodeFrame(b *testing.B) {
 			e.quality = bc.quality
 			var out []byte
 			for b.Loop() {
-				out = e.appendRects(out[:0], bc.f, rects, bc.enc, nil)
+				out, _ = e.appendRects(out[:0], bc.f, rects, bc.enc, nil)
 			}
 			b.ReportMetric(float64(len(out))/1000, "KB/frame")
 		})
@@ -168,7 +168,7 @@ func BenchmarkScrollStep(b *testing.B) {
 				rects = append(rects, box)
 			}
 		}
-		out = enc.appendRects(out[:0], view.Frame, rects, EncTight, nil)
+		out, _ = enc.appendRects(out[:0], view.Frame, rects, EncTight, nil)
 		sent += len(out)
 	}
 	b.ReportMetric(float64(sent)/1000/float64(b.N), "KB/step")

@@ -437,28 +437,35 @@ func TestTightSubencoding(t *testing.T) {
 	for _, tc := range []struct {
 		n, w, h int
 		quality int
+		bg      bool // half the pixels are colour 0 (text on a background)
 		want    string
 	}{
-		{1, 64, 64, 6, fill},
-		{2, 64, 64, 6, palette},
-		{3, 37, 23, 6, palette},
-		{16, 64, 64, -1, palette},
-		{17, 64, 64, -1, palette}, // anti-aliased text: a byte a pixel
-		{100, 64, 64, 6, palette},
-		{tightMaxPalette, 64, 64, 6, palette},
-		{tightMaxPalette + 1, 64, 64, 6, jpegBody}, // photo-like
-		{tightMaxPalette + 1, 64, 64, -1, copyBody},
-		{250, 64, 64, -1, copyBody},
-		{17, 8, 8, 6, copyBody}, // the palette would outweigh the pixels
-		{16, 8, 8, 6, palette},
-		{200, 7, 64, 6, copyBody}, // too narrow for JPEG
+		{1, 64, 64, 6, false, fill},
+		{2, 64, 64, 6, false, palette},
+		{3, 37, 23, 6, false, palette},
+		{16, 64, 64, -1, false, palette},
+		{17, 64, 64, -1, false, palette}, // anti-aliased text: a byte a pixel
+		{100, 64, 64, 6, true, palette},
+		{tightMaxPalette, 64, 64, 6, true, palette},
+		{17, 64, 64, 6, false, jpegBody},  // a smooth gradient: no colour covers much
+		{100, 64, 64, 6, false, jpegBody}, // (tightPhotoShare)
+		{17, 64, 64, -1, false, palette},  // unless the viewer takes no JPEG
+		{tightMaxPalette + 1, 64, 64, 6, false, jpegBody}, // photo-like
+		{tightMaxPalette + 1, 64, 64, -1, false, copyBody},
+		{250, 64, 64, -1, false, copyBody},
+		{17, 8, 8, -1, false, copyBody}, // the palette would outweigh the pixels
+		{16, 8, 8, 6, false, palette},
+		{200, 7, 64, 6, false, copyBody}, // too narrow for JPEG
 	} {
-		name := fmt.Sprintf("%d colours %dx%d q%d", tc.n, tc.w, tc.h, tc.quality)
+		name := fmt.Sprintf("%d colours %dx%d q%d bg %t", tc.n, tc.w, tc.h, tc.quality, tc.bg)
 		t.Run(name, func(t *testing.T) {
 			f := NewFrame(tc.w+3, tc.h+2)
 			r := Rect{3, 2, tc.w, tc.h}
 			for i := range tc.w * tc.h {
 				c := uint32(i%tc.n) * 0x010305 // n distinct colours, in runs of one
+				if tc.bg && i%2 == 0 {
+					c = 0
+				}
 				p := f.at(r.X+i%tc.w, r.Y+i/tc.w)
 				p[0], p[1], p[2], p[3] = byte(c), byte(c>>8), byte(c>>16), 0x5A
 			}
@@ -487,4 +494,72 @@ func TestTightSubencoding(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTightMergedJPEG: tiles side by side in a row that all go JPEG are
+// one rectangle; a tile that does not (text) ends the run and goes as
+// itself; every rectangle decodes, and the picture is the frame's.
+func TestTightMergedJPEG(t *testing.T) {
+	photo, text := photoFrame(), textFrame(t)
+	f := NewFrame(1280, 192)
+	for y := range f.H { // rows 0 and 2 photo, row 1 photo with a text tile at x 320
+		for x := range f.W {
+			src := photo
+			if y >= 64 && y < 128 && x >= 320 && x < 384 {
+				src = text
+			}
+			copy(f.at(x, y), src.at(x, y+200))
+		}
+	}
+	var rects []Rect
+	for y := 0; y < f.H; y += tile {
+		for x := 0; x < f.W; x += tile {
+			if y == 128 && x == 640 {
+				continue // a gap: the run stops at it
+			}
+			rects = append(rects, Rect{x, y, tile, tile})
+		}
+	}
+	e := newEncoder(noVNCFormat)
+	e.quality = 6
+	out, n := e.appendRects(nil, f, rects, EncTight, nil)
+	want := []Rect{{0, 0, 1280, 64}, {0, 64, 320, 64}, {320, 64, 64, 64}, {384, 64, 896, 64}, {0, 128, 640, 64}, {704, 128, 576, 64}}
+	if n != len(want) {
+		t.Fatalf("%d rectangles, want %d", n, len(want))
+	}
+	d := &tightDecoder{pf: noVNCFormat}
+	for i, w := range want {
+		be := binary.BigEndian
+		got := Rect{int(be.Uint16(out)), int(be.Uint16(out[2:])), int(be.Uint16(out[4:])), int(be.Uint16(out[6:]))}
+		if got != w || int32(be.Uint32(out[8:])) != EncTight {
+			t.Fatalf("rectangle %d: %v encoding %d, want %v Tight", i, got, int32(be.Uint32(out[8:])), w)
+		}
+		px, lossy, rest := d.decode(t, out[12:], got)
+		if lossy == (got.W == tile && got.X == 320) {
+			t.Fatalf("rectangle %v: JPEG %t", got, lossy)
+		}
+		if !lossy {
+			checkPixels(t, noVNCFormat, f, got, px, 0)
+		} else if e := meanError(noVNCFormat, f, got, px); e > 8 {
+			// grain does not survive JPEG, the picture must
+			t.Fatalf("rectangle %v: mean error %.1f per channel", got, e)
+		}
+		out = rest
+	}
+	if len(e.lossy) != 5 {
+		t.Fatalf("lossy rectangles noted: %v", e.lossy)
+	}
+}
+
+// meanError is the mean difference per channel between got and f's r.
+func meanError(pf PixelFormat, f *Frame, r Rect, got []uint32) float64 {
+	sum := 0
+	for i, c := range got {
+		want := quantise(pf, f.bgr(r.X+i%r.W, r.Y+i/r.W))
+		for s := 0; s < 24; s += 8 {
+			x, y := int(c>>s&0xff), int(want>>s&0xff)
+			sum += max(x-y, y-x)
+		}
+	}
+	return float64(sum) / float64(3*len(got))
 }
