@@ -447,9 +447,9 @@ func TestTightSubencoding(t *testing.T) {
 		{17, 64, 64, -1, false, palette}, // anti-aliased text: a byte a pixel
 		{100, 64, 64, 6, true, palette},
 		{tightMaxPalette, 64, 64, 6, true, palette},
-		{17, 64, 64, 6, false, jpegBody},  // a smooth gradient: no colour covers much
-		{100, 64, 64, 6, false, jpegBody}, // (tightPhotoShare)
-		{17, 64, 64, -1, false, palette},  // unless the viewer takes no JPEG
+		{17, 64, 64, 6, false, jpegBody},                  // a smooth gradient: no colour covers much
+		{100, 64, 64, 6, false, jpegBody},                 // (tightPhotoShare)
+		{17, 64, 64, -1, false, palette},                  // unless the viewer takes no JPEG
 		{tightMaxPalette + 1, 64, 64, 6, false, jpegBody}, // photo-like
 		{tightMaxPalette + 1, 64, 64, -1, false, copyBody},
 		{250, 64, 64, -1, false, copyBody},
