@@ -52,7 +52,7 @@ func photoFrame() *Frame {
 // BenchmarkEncodeFrame encodes a whole text frame in 64x64 tiles as an
 // update to a noVNC-like viewer does.
 func BenchmarkEncodeFrame(b *testing.B) {
-	text, photo := textFrame(b), photoFrame()
+	text, photo, gradient := textFrame(b), photoFrame(), gradientFrame()
 	f := text
 	var rects []Rect
 	for y := 0; y < f.H; y += tile {
@@ -67,7 +67,7 @@ func BenchmarkEncodeFrame(b *testing.B) {
 		quality int
 	}{
 		{"tight-jpeg6", text, EncTight, 6}, {"tight-lossless", text, EncTight, -1}, {"zrle", text, EncZRLE, -1}, {"zlib", text, EncZlib, -1},
-		{"photo/tight-jpeg6", photo, EncTight, 6},
+		{"photo/tight-jpeg6", photo, EncTight, 6}, {"gradient/tight-jpeg6", gradient, EncTight, 6},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			e := newEncoder(noVNCFormat)

@@ -783,9 +783,9 @@ func (e *encoder) appendTightMerged(dst []byte, f *Frame, rects []Rect) ([]byte,
 	n := 0
 	for i := 0; i < len(rects); {
 		r := rects[i]
-		few := e.colours.palette(f, r, tightMaxPalette)
+		photo, few := e.classify(f, r)
 		i++
-		if !e.tightPhoto(r, few) {
+		if !photo {
 			dst = appendRectHeader(dst, r, EncTight)
 			dst = e.encodeTightAs(dst, f, r, few)
 			n++
@@ -797,8 +797,8 @@ func (e *encoder) appendTightMerged(dst []byte, f *Frame, rects []Rect) ([]byte,
 			if next.Y != m.Y || next.H != m.H || next.X != m.X+m.W || m.W+next.W > mergeJPEGWidth {
 				break
 			}
-			nfew := e.colours.palette(f, next, tightMaxPalette)
-			if !e.tightPhoto(next, nfew) {
+			nphoto, nfew := e.classify(f, next)
+			if !nphoto {
 				// Encode the run, then this one (its palette is still
 				// in e.colours: JPEG does not touch it).
 				dst = appendRectHeader(dst, m, EncTight)

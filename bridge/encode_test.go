@@ -563,3 +563,73 @@ func meanError(pf PixelFormat, f *Frame, r Rect, got []uint32) float64 {
 	}
 	return float64(sum) / float64(3*len(got))
 }
+
+// gradientFrame is a 1280x800 frame like the bench's 30 fps canvas: a
+// diagonal gradient under soft discs, dithered by a level as Chromium
+// draws gradients (no grain).
+func gradientFrame() *Frame {
+	rng := rand.New(rand.NewPCG(3, 4))
+	f := NewFrame(1280, 800)
+	discs := [][3]float64{{200, 150, 120}, {700, 300, 180}, {1100, 600, 150}, {400, 650, 90}}
+	for y := range f.H {
+		for x := range f.W {
+			t := float64(x+y) / 2080
+			r, g, b := 120+100*t, 40+150*t, 180-120*t
+			for _, d := range discs {
+				dx, dy := float64(x)-d[0], float64(y)-d[1]
+				if k := 1 - (dx*dx+dy*dy)/(d[2]*d[2]); k > 0 {
+					r, g, b = r+(255-r)*k*0.8, g+(220-g)*k*0.8, b*(1-k*0.5)
+				}
+			}
+			d := float64(rng.IntN(3) - 1)
+			p := f.at(x, y)
+			p[0], p[1], p[2] = byte(b+d), byte(g+d), byte(r+d)
+		}
+	}
+	return f
+}
+
+// TestTightClassify: the sampled rows decide only what the whole tile
+// would: text never goes JPEG, gradients and photos do.
+func TestTightClassify(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		f        *Frame
+		minPhoto float64 // share of tiles that must go JPEG
+		maxPhoto float64
+		sampled  float64 // share of tiles the sample must decide (the saving)
+	}{
+		{"text", textFrame(t), 0, 0.02, 0}, // 5 tiles of over 190 colours (pictures)
+		{"gradient", gradientFrame(), 0.9, 1, 0.9},
+		{"photo", photoFrame(), 1, 1, 1},
+	} {
+		e := newEncoder(noVNCFormat)
+		e.quality = 6
+		photos, tiles, sampled := 0, 0, 0
+		for y := 0; y < tc.f.H; y += tile {
+			for x := 0; x < tc.f.W; x += tile {
+				r := Rect{x, y, min(tile, tc.f.W-x), min(tile, tc.f.H-y)}
+				photo, _ := e.classify(tc.f, r)
+				full := e.tightPhoto(r, e.colours.palette(tc.f, r, tightMaxPalette))
+				if photo && !full {
+					t.Errorf("%s: tile %v sampled as a photo, its palette says not", tc.name, r)
+				}
+				if r.H >= 4*photoSampleStep && e.colours.sampledPhoto(tc.f, r) {
+					sampled++
+				}
+				if photo {
+					photos++
+				}
+				tiles++
+			}
+		}
+		if got := float64(sampled) / float64(tiles); got < tc.sampled {
+			t.Errorf("%s: the sample decided %.0f%% of tiles, want %.0f%%", tc.name, 100*got, 100*tc.sampled)
+		}
+		share := float64(photos) / float64(tiles)
+		if share < tc.minPhoto || share > tc.maxPhoto {
+			t.Errorf("%s: %.0f%% of tiles go JPEG, want %.0f%%..%.0f%%", tc.name, 100*share, 100*tc.minPhoto, 100*tc.maxPhoto)
+		}
+		t.Logf("%s: %d of %d tiles JPEG, %d decided by the sample", tc.name, photos, tiles, sampled)
+	}
+}
