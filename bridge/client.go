@@ -191,7 +191,7 @@ type client struct {
 	copy                                 *scroll   // a move it is owed, sent before any pixels
 	flow                                 flow      // continuous updates and fences
 	key                                  encKey    // settings of its last update (for sharing)
-	rate                                 rateControl
+	cong                                 congestion
 	// lossy are the tiles the viewer last got as JPEG; once the screen
 	// has been still for refineDelay they are sent again lossless, as
 	// TigerVNC does: refined are those tiles, refineAt (unix nanoseconds)
@@ -280,7 +280,11 @@ func (c *client) readLoop(ctx context.Context, br *bufio.Reader) error {
 			c.poke() // caps for the extended clipboard
 		case msgFBUpdateRequest:
 			c.mu.Lock()
-			c.answered()
+			if !c.flow.enabled {
+				// It answers the update before it (under continuous
+				// updates, fences do: a request then answers nothing).
+				c.answered()
+			}
 			if !m.Incremental {
 				c.dirty.mark(m.Rect)
 				if c.whole.Empty() {
@@ -401,6 +405,9 @@ func (c *client) writeLoop(ctx context.Context) error {
 		req, push := c.request, false
 		if !c.requested { // under continuous updates no request is needed
 			req, push = c.pushing()
+			if !push && c.flow.enabled && c.dirty.n > 0 {
+				c.cong.held()
+			}
 		}
 		if (!c.requested && !push) || (c.dirty.n == 0 && cursor == nil && c.copy == nil) {
 			c.mu.Unlock()
@@ -425,7 +432,7 @@ func (c *client) writeLoop(ctx context.Context) error {
 			c.enc.pw = newPixelWriter(*c.pf)
 			c.pf = nil
 		}
-		quality := c.rate.quality(c.quality)
+		quality := c.cong.quality(c.quality)
 		if len(c.refined) > 0 && c.dirty.stillSince(c.refined, c.refineAt) {
 			quality = -1 // this update makes lossy tiles exact
 		}
@@ -681,11 +688,11 @@ func (c *client) sendUpdate(rects []Rect, encoding int32, cursor *cursorShape, c
 	binary.BigEndian.PutUint16(c.out[2:], uint16(n))
 	c.mu.Lock()
 	now := time.Now()
+	c.cong.sent(len(c.out), now)
 	if !push { // answered by the viewer's next request
-		c.rate.sent(len(c.out), now)
-	} else if fence, batch := c.flow.fenceDue(len(c.out), now); fence {
-		c.out = append(c.out, c.pushed()...) // in flight until answered
-		c.rate.sent(batch, now)
+		c.cong.ping(now)
+	} else if c.flow.fenceDue(len(c.out), now, !c.cong.room()) {
+		c.out = append(c.out, c.pushed(now)...)
 	}
 	c.mu.Unlock()
 	if _, err := c.bw.Write(c.out); err != nil {

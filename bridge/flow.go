@@ -11,17 +11,15 @@ import (
 // updates (EndOfContinuousUpdates, u8 150); once it enables them
 // (EnableContinuousUpdates, u8 150, u8 enable, u16 x, y, w, h) it sends
 // no more requests, and the server sends an update whenever its area
-// changes. Fences (u8 248, 3 pad, u32 flags, u8 length, payload) pace
-// that: after a pushed update the server sends a fence request, and
-// sends no more while maxInFlight are unanswered, so a slow viewer gets
-// the newest pixels, never a queue. Small updates go unfenced until
-// fenceMinBytes have gone out since the last fence or fenceMaxGap has
-// passed: the answer to a fence covers every update before it, and
-// each answer wakes deskd (noVNC answers at once; a fence after every
-// keystroke's 150-byte update cost 7% of deskd's CPU while typing, one
-// every 100 ms still 4%). The
-// viewer's own fence requests are answered in order with the flags we
-// honour.
+// changes and congestion control has room (congestion.go): after a
+// pushed update it sends a fence request, whose answer says the viewer
+// has taken in everything before it. Small updates go unfenced until
+// fenceMinBytes have gone out since the last fence, fenceMaxGap has
+// passed or the window is full: the answer to a fence covers every
+// update before it, and each answer wakes deskd (noVNC answers at once;
+// a fence after every keystroke's 150-byte update cost 7% of deskd's
+// CPU while typing, one every 100 ms still 4%). The viewer's own fence
+// requests are answered in order with the flags we honour.
 const (
 	fenceBlockBefore = 1 << 0
 	fenceBlockAfter  = 1 << 1
@@ -29,12 +27,11 @@ const (
 	fenceRequest     = 1 << 31
 	fenceFlags       = fenceBlockBefore | fenceBlockAfter | fenceSyncNext
 
-	maxInFlight   = 2  // fenced updates a viewer has not yet acknowledged
 	maxFenceQueue = 16 // fence requests from a viewer not yet answered
 
-	// What may go out unpaced between fences: the bytes (rate control
-	// learns nothing from smaller updates either, see rateMinBytes),
-	// and the time (a fence answer is also the round trip it measures).
+	// What may go out unfenced: the bytes (congestion control learns
+	// little from smaller updates), and the time (a fence answer is
+	// also the round trip it measures).
 	fenceMinBytes = 16 << 10
 	fenceMaxGap   = 250 * time.Millisecond
 )
@@ -45,7 +42,6 @@ type flow struct {
 	eocuDue  bool // EndOfContinuousUpdates owed (offer, or end)
 	enabled  bool
 	area     Rect
-	inFlight int
 	seq      uint32
 	replies  [][]byte  // fence answers owed, as whole messages
 	unfenced int       // bytes pushed since the last fence request
@@ -75,6 +71,9 @@ func (c *client) enableContinuous(m ClientMessage) error {
 	if !c.flow.offered {
 		return fmt.Errorf("%w: EnableContinuousUpdates without the pseudo-encodings", ErrProtocol)
 	}
+	// Answers come another way from now on (fences, or requests): what
+	// awaits one of the old way is taken as answered.
+	c.cong.pings, c.cong.acked = c.cong.pings[:0], c.cong.pos
 	if m.Incremental { // the enable flag
 		c.flow.enabled, c.flow.area = true, m.Rect
 		c.s.log.Debug("viewer takes continuous updates", "area", m.Rect)
@@ -87,8 +86,8 @@ func (c *client) enableContinuous(m ClientMessage) error {
 }
 
 // fence handles a viewer's Fence: a request is answered in order; an
-// answer acknowledges one pushed update, and wakes the writer only if
-// it was waiting for room.
+// answer acknowledges what went before our request, and wakes the
+// writer only if it was waiting for room.
 func (c *client) fence(m ClientMessage) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -97,17 +96,19 @@ func (c *client) fence(m ClientMessage) error {
 			return fmt.Errorf("%w: more than %d fence requests unanswered", ErrProtocol, maxFenceQueue)
 		}
 		c.flow.replies = append(c.flow.replies, appendFence(nil, m.Flags&fenceFlags, m.Payload))
-	} else if c.flow.inFlight > 0 {
-		c.flow.inFlight--
-		c.answered()
-		if c.flow.inFlight < maxInFlight-1 {
-			// The writer was not held back by this answer: no wake-up
-			// (noVNC answers every update's fence; waking the writer
-			// for nothing was a thread switch an update).
-			return nil
-		}
+		c.poke()
+		return nil
 	}
-	c.poke()
+	if len(c.cong.pings) == 0 {
+		return nil // an answer to no request of ours
+	}
+	held := !c.cong.room()
+	c.answered()
+	if held && c.cong.room() {
+		// Only then: noVNC answers every fence, and waking the writer
+		// for nothing was a thread switch an update.
+		c.poke()
+	}
 	return nil
 }
 
@@ -128,30 +129,29 @@ func (c *client) flowMessages(dst []byte) []byte {
 // pushing reports whether an update may be sent without a request, and
 // for which area. Callers hold c.mu.
 func (c *client) pushing() (Rect, bool) {
-	if !c.flow.enabled || c.flow.inFlight >= maxInFlight {
+	if !c.flow.enabled || !c.cong.room() {
 		return Rect{}, false
 	}
 	return c.flow.area, true
 }
 
-// pushed notes an update sent under continuous updates and returns the
-// fence request that follows it. Callers hold c.mu.
-func (c *client) pushed() []byte {
-	c.flow.inFlight++
+// pushed returns the fence request that follows a pushed update and
+// notes it as a ping. Callers hold c.mu.
+func (c *client) pushed(now time.Time) []byte {
 	c.flow.seq++
+	c.cong.ping(now)
 	return appendFence(nil, fenceRequest|fenceBlockBefore, binary.BigEndian.AppendUint32(nil, c.flow.seq))
 }
 
 // fenceDue notes a pushed update of n bytes going out at now and
-// reports whether a fence request follows it, and if so how many bytes
-// its answer acknowledges (this update's and the unfenced ones' before
-// it).
-func (f *flow) fenceDue(n int, now time.Time) (bool, int) {
+// reports whether a fence request follows it: enough bytes or time
+// since the last one, or a window the update fills (the answer is then
+// what frees it).
+func (f *flow) fenceDue(n int, now time.Time, full bool) bool {
 	f.unfenced += n
-	if f.unfenced < fenceMinBytes && now.Sub(f.fenced) < fenceMaxGap {
-		return false, 0
+	if f.unfenced < fenceMinBytes && now.Sub(f.fenced) < fenceMaxGap && !full {
+		return false
 	}
-	batch := f.unfenced
 	f.unfenced, f.fenced = 0, now
-	return true, batch
+	return true
 }

@@ -76,12 +76,14 @@ func TestContinuousUpdatesPacedByFences(t *testing.T) {
 		}
 		fences = append(fences, payload)
 	}
-	// Two unanswered: a third change waits.
+	// A full window: a third change waits, until answers free it.
+	onlyViewer(s, func(v *client) { v.cong.window = 1 })
 	scr.paint(Rect{64, 0, 64, 64}, 0x0000ff)
 	if typ, _, _, ok := c.serverMessage(300 * time.Millisecond); ok {
-		t.Fatalf("message %d sent with %d fences unanswered", typ, maxInFlight)
+		t.Fatalf("message %d sent with the window full", typ)
 	}
-	c.clientFence(fenceBlockBefore, fences[0]) // an answer frees a slot
+	c.clientFence(fenceBlockBefore, fences[0])
+	c.clientFence(fenceBlockBefore, fences[1]) // nothing in flight: room
 	c.expect(msgFramebufferUpdate)
 	c.expect(msgServerFence)
 	if !c.matches(scr) {
@@ -127,45 +129,49 @@ func TestFenceDue(t *testing.T) {
 	type push struct {
 		bytes int
 		at    time.Duration // after t0
+		full  bool          // the window is full after it
 		fence bool
-		batch int // bytes the fence acknowledges
 	}
 	for _, tc := range []struct {
 		name   string
 		pushes []push
 	}{
-		{"the first is fenced", []push{{100, 0, true, 100}}},
+		{"the first is fenced", []push{{100, 0, false, true}}},
 		{"small ones wait for the bytes", []push{
-			{100, 0, true, 100},
-			{6 << 10, time.Millisecond, false, 0},
-			{6 << 10, 2 * time.Millisecond, false, 0},
-			{4<<10 - 1, 3 * time.Millisecond, false, 0},
-			{1, 4 * time.Millisecond, true, 16 << 10},
-			{10, 5 * time.Millisecond, false, 0},
+			{100, 0, false, true},
+			{6 << 10, time.Millisecond, false, false},
+			{6 << 10, 2 * time.Millisecond, false, false},
+			{4<<10 - 1, 3 * time.Millisecond, false, false},
+			{1, 4 * time.Millisecond, false, true},
+			{10, 5 * time.Millisecond, false, false},
 		}},
 		{"or for the gap", []push{
-			{100, 0, true, 100},
-			{200, fenceMaxGap - 1, false, 0},
-			{300, fenceMaxGap, true, 500},
-			{10, fenceMaxGap + 1, false, 0},
+			{100, 0, false, true},
+			{200, fenceMaxGap - 1, false, false},
+			{300, fenceMaxGap, false, true},
+			{10, fenceMaxGap + 1, false, false},
+		}},
+		{"or for a full window", []push{
+			{100, 0, false, true},
+			{200, time.Millisecond, false, false},
+			{300, 2 * time.Millisecond, true, true},
 		}},
 		{"a big one is fenced at once", []push{
-			{100, 0, true, 100},
-			{fenceMinBytes, time.Millisecond, true, fenceMinBytes},
-			{fenceMinBytes + 1, 2 * time.Millisecond, true, fenceMinBytes + 1},
+			{100, 0, false, true},
+			{fenceMinBytes, time.Millisecond, false, true},
+			{fenceMinBytes + 1, 2 * time.Millisecond, false, true},
 		}},
 		{"a clock stepping back waits for the bytes", []push{
-			{100, time.Hour, true, 100},
-			{100, 0, false, 0},
-			{fenceMinBytes, 0, true, fenceMinBytes + 100},
+			{100, time.Hour, false, true},
+			{100, 0, false, false},
+			{fenceMinBytes, 0, false, true},
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var f flow
 			for i, p := range tc.pushes {
-				fence, batch := f.fenceDue(p.bytes, t0.Add(p.at))
-				if fence != p.fence || batch != p.batch {
-					t.Fatalf("push %d: fence %v acknowledging %d, want %v, %d", i, fence, batch, p.fence, p.batch)
+				if fence := f.fenceDue(p.bytes, t0.Add(p.at), p.full); fence != p.fence {
+					t.Fatalf("push %d: fence %v, want %v", i, fence, p.fence)
 				}
 			}
 		})
@@ -202,8 +208,8 @@ func TestSmallPushedUpdatesShareAFence(t *testing.T) {
 		noFence("a small update")
 	}
 	onlyViewer(s, func(v *client) {
-		if v.flow.inFlight != 0 {
-			t.Fatalf("%d updates in flight, want 0", v.flow.inFlight)
+		if len(v.cong.pings) != 0 {
+			t.Fatalf("%d fences unanswered, want 0", len(v.cong.pings))
 		}
 	})
 	// The fourth makes 16 KiB: a fence follows it.
@@ -218,8 +224,8 @@ func TestSmallPushedUpdatesShareAFence(t *testing.T) {
 	c.expect(msgFramebufferUpdate)
 	c.expect(msgServerFence)
 	onlyViewer(s, func(v *client) {
-		if v.flow.inFlight != 2 {
-			t.Fatalf("%d updates in flight, want the 2 fenced", v.flow.inFlight)
+		if len(v.cong.pings) != 2 {
+			t.Fatalf("%d fences unanswered, want the 2 sent", len(v.cong.pings))
 		}
 	})
 	if !c.matches(scr) {

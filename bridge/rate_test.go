@@ -4,89 +4,205 @@ import (
 	"bufio"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 )
 
-func TestRateControl(t *testing.T) {
-	const big, small = 100 << 10, 1 << 10
-	type step struct {
-		bytes int
-		took  time.Duration
-		want  int // the level after the answer, asked for 6
+// path is a simulated link: a bottleneck of rate bytes a second and
+// delay each way; the viewer answers a fence as soon as it arrives.
+type path struct {
+	rate  float64
+	delay time.Duration
+}
+
+// simResult is what a viewer saw in a simulation: each update's time,
+// level and wait in the bottleneck's queue.
+type simResult struct {
+	at     []time.Duration
+	levels []int
+	queue  []time.Duration
+}
+
+// between returns the updates' fps, longest queue and last level
+// between from and to.
+func (r simResult) between(from, to time.Duration) (fps float64, queue time.Duration, level int) {
+	n := 0
+	for i, at := range r.at {
+		if at >= from && at < to {
+			n++
+			queue, level = max(queue, r.queue[i]), r.levels[i]
+		}
 	}
-	for _, tc := range []struct {
-		name  string
-		steps []step
-	}{
-		{"quick answers keep the level", []step{{big, 10 * time.Millisecond, 6}, {big, 50 * time.Millisecond, 6}}},
-		{"a slow big update lowers it a step", []step{{big, time.Second, 4}, {big, time.Second, 1}}},
-		{"a slow small update is latency", []step{{small, time.Second, 6}, {small, time.Second, 6}}},
-		{"in between holds", []step{{big, time.Second, 4}, {big, 150 * time.Millisecond, 4}, {big, 150 * time.Millisecond, 4}}},
-		{"three quick answers in a row raise it", []step{
-			{big, time.Second, 4}, {big, time.Second, 1},
-			{big, 10 * time.Millisecond, 1}, {big, 10 * time.Millisecond, 1}, {big, 10 * time.Millisecond, 4},
-			{big, 10 * time.Millisecond, 4}, {big, 10 * time.Millisecond, 4}, {big, 10 * time.Millisecond, 6},
-			{big, 10 * time.Millisecond, 6}, {big, 10 * time.Millisecond, 6}, {big, 10 * time.Millisecond, 6},
-		}},
-		{"a middling answer breaks the run", []step{
-			{big, time.Second, 4}, {big, 10 * time.Millisecond, 4}, {big, 10 * time.Millisecond, 4},
-			{big, 150 * time.Millisecond, 4}, {big, 10 * time.Millisecond, 4},
-		}},
-		{"never below the floor", []step{
-			{big, time.Second, 4}, {big, time.Second, 1}, {big, time.Second, 1}, {big, time.Second, 1},
-			{big, 10 * time.Millisecond, 1}, {big, 10 * time.Millisecond, 1}, {big, 10 * time.Millisecond, 4},
-		}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var r rateControl
-			now := time.Now()
-			for i, s := range tc.steps {
-				r.sent(s.bytes, now)
-				now = now.Add(s.took)
-				r.answered(now)
-				if got := r.quality(6); got != s.want {
-					t.Fatalf("step %d: level %d, want %d", i, got, s.want)
-				}
+	return float64(n) / (to - from).Seconds(), queue, level
+}
+
+// sim runs congestion control over a simulated path: the screen
+// changes fps times a second; an update (size(level) bytes) goes
+// whenever there is a change not yet sent and room in the window, then
+// a fence. Events happen in time order on a virtual clock, which run
+// continues.
+type sim struct {
+	c       *congestion
+	p       func(at time.Duration) path
+	q       int
+	now     time.Duration
+	free    time.Duration   // when the bottleneck is next idle
+	answers []time.Duration // when answers reach the server, in order
+	next    time.Duration   // the next frame
+	res     simResult
+}
+
+func (s *sim) run(fps int, size func(level int) int, until time.Duration) simResult {
+	t0 := time.Unix(1e6, 0)
+	frame := time.Second / time.Duration(fps)
+	pending := false
+	for s.now < until {
+		next := s.next
+		if len(s.answers) > 0 && s.answers[0] < next {
+			next = s.answers[0]
+		}
+		s.now = next
+		if s.now == s.next {
+			pending = true
+			s.next += frame
+		}
+		for len(s.answers) > 0 && s.answers[0] <= s.now {
+			s.answers = s.answers[1:]
+			s.c.answer(t0.Add(s.now), s.q)
+		}
+		if pending && !s.c.room() {
+			s.c.held()
+		}
+		if pending && s.c.room() {
+			pending = false
+			level := s.c.quality(s.q)
+			n := size(level)
+			s.c.sent(n, t0.Add(s.now))
+			s.c.ping(t0.Add(s.now))
+			pp := s.p(s.now)
+			start := max(s.free, s.now)
+			s.free = start + time.Duration(float64(n+16)/pp.rate*float64(time.Second))
+			arrive := s.free + pp.delay
+			s.res.at, s.res.levels, s.res.queue = append(s.res.at, arrive), append(s.res.levels, level), append(s.res.queue, start-s.now)
+			s.answers = append(s.answers, arrive+pp.delay)
+		}
+	}
+	return s.res
+}
+
+func simulate(c *congestion, p func(at time.Duration) path, q int, fps int, size func(level int) int, d time.Duration) simResult {
+	s := &sim{c: c, p: p, q: q}
+	return s.run(fps, size, d)
+}
+
+// photoSize: bytes of a full-screen photo-like update at a level.
+func photoSize(base int) func(int) int {
+	return func(level int) int { return base * (level + 3) / 9 }
+}
+
+func TestCongestion(t *testing.T) {
+	const mbit = 1e6 / 8
+	fixed := func(p path) func(time.Duration) path { return func(time.Duration) path { return p } }
+	t.Run("a long fast link keeps the level and every frame", func(t *testing.T) {
+		c := newCongestion()
+		r := simulate(&c, fixed(path{100 * mbit, 75 * time.Millisecond}), 6, 30, photoSize(60<<10), 10*time.Second)
+		fps, queue, _ := r.between(time.Second, 10*time.Second)
+		if fps < 29 {
+			t.Fatalf("%.1f fps of 30 through 100 Mbit/s, 150 ms", fps)
+		}
+		if l := slices.Min(r.levels); l != 6 {
+			t.Fatalf("went down to level %d (levels %v)", l, r.levels)
+		}
+		if queue > 20*time.Millisecond {
+			t.Fatalf("updates queued up to %v", queue)
+		}
+	})
+	t.Run("a narrow link lowers the level, keeps frames coming, holds no queue, and recovers", func(t *testing.T) {
+		c := newCongestion()
+		p := func(at time.Duration) path {
+			if at < 10*time.Second {
+				return path{8 * mbit, 20 * time.Millisecond}
 			}
-		})
-	}
+			return path{200 * mbit, 20 * time.Millisecond}
+		}
+		r := simulate(&c, p, 6, 30, photoSize(150<<10), 20*time.Second)
+		fps, queue, level := r.between(3*time.Second, 10*time.Second)
+		t.Logf("8 Mbit/s: %.1f fps, queue up to %v, level %d; window %d, rate %.0f, min rtt %v", fps, queue, level, c.window, c.rate, c.minRTT)
+		if level >= 6 {
+			t.Fatalf("through 8 Mbit/s at level %d", level)
+		}
+		if fps < 12 {
+			t.Fatalf("%.1f fps through 8 Mbit/s", fps)
+		}
+		if queue > 100*time.Millisecond {
+			t.Fatalf("updates queued up to %v", queue)
+		}
+		fps, _, level = r.between(15*time.Second, 20*time.Second)
+		t.Logf("200 Mbit/s: %.1f fps, level %d", fps, level)
+		if level != 6 || fps < 29 {
+			t.Fatalf("at 200 Mbit/s again, %.1f fps at level %d", fps, level)
+		}
+	})
+	t.Run("slow answers to small updates are latency", func(t *testing.T) {
+		c := newCongestion()
+		r := simulate(&c, fixed(path{1 * mbit, 400 * time.Millisecond}), 6, 10, func(int) int { return 2 << 10 }, 10*time.Second)
+		if l := slices.Min(r.levels); l != 6 {
+			t.Fatalf("small updates on a long link lowered the level to %d", l)
+		}
+	})
+	t.Run("a still screen does not shrink the window", func(t *testing.T) {
+		c := newCongestion()
+		s := &sim{c: &c, p: fixed(path{50 * mbit, 10 * time.Millisecond}), q: 6}
+		s.run(30, photoSize(100<<10), 5*time.Second)
+		before := c.window
+		s.run(2, func(int) int { return 200 }, 10*time.Second) // a clock ticking
+		if c.window < before*9/10 {
+			t.Fatalf("window %d after a still screen, %d before", c.window, before)
+		}
+	})
+	t.Run("answers without pings and pings without answers", func(t *testing.T) {
+		c := newCongestion()
+		now := time.Now()
+		if c.answer(now, 6) {
+			t.Fatal("an answer to nothing changed the level")
+		}
+		for range 10 * maxPings {
+			c.sent(100<<10, now)
+			c.ping(now)
+		}
+		if len(c.pings) != maxPings {
+			t.Fatalf("%d pings remembered", len(c.pings))
+		}
+		if c.room() {
+			t.Fatal("room with 64 MB unanswered")
+		}
+	})
 
 	for _, tc := range []struct {
 		asked int
 		want  []int // the levels going down
 	}{
-		{9, []int{9, 7, 4, 1, 1}},
-		{7, []int{7, 4, 1, 1}},
-		{5, []int{5, 4, 1, 1}},
-		{2, []int{2, 1, 1}},
-		{1, []int{1, 1}},
-		{0, []int{0, 0}},    // asked below the floor: left alone
-		{-1, []int{-1, -1}}, // no JPEG
+		{9, []int{9, 7, 4, 1}},
+		{7, []int{7, 4, 1}},
+		{5, []int{5, 4, 1}},
+		{2, []int{2, 1}},
+		{1, []int{1}},
+		{0, []int{0}},   // asked below the floor: left alone
+		{-1, []int{-1}}, // no JPEG
 	} {
-		var r rateControl
+		c := newCongestion()
+		if max(0, len(tc.want)-1) != steps(tc.asked) && tc.asked >= 0 {
+			t.Fatalf("asked %d: %d steps, want %d", tc.asked, steps(tc.asked), len(tc.want)-1)
+		}
 		for i, want := range tc.want {
-			r.drop = i
-			if got := r.quality(tc.asked); got != want {
+			c.drop = i
+			if got := c.quality(tc.asked); got != want {
 				t.Fatalf("asked %d, %d steps down: level %d, want %d", tc.asked, i, got, want)
 			}
 		}
 	}
-
-	t.Run("answers without updates and updates without answers", func(t *testing.T) {
-		var r rateControl
-		now := time.Now()
-		if r.answered(now) {
-			t.Fatal("an answer with nothing sent changed the level")
-		}
-		for range 10 * rateMaxSent { // never answered: bounded
-			r.sent(big, now)
-		}
-		if len(r.unanswered) != rateMaxSent {
-			t.Fatalf("%d updates remembered", len(r.unanswered))
-		}
-	})
 }
 
 // slowReader passes at most rate bytes a second (0: no limit).
@@ -145,6 +261,10 @@ func changeMarked(t *testing.T, s *Server, change func()) {
 // TestSlowLinkLowersQuality: a viewer behind a 256 KB/s pipe asks for
 // JPEG quality 9 while a photo-like picture keeps changing; its updates
 // go at lower levels (smaller), and back at 9 when the pipe is fast.
+// The test's own decoder is part of the path: under the race detector
+// it takes 40-50 ms for a 256x192 JPEG, a path too narrow to go back up
+// on, so recovery is checked without the race detector only (make test
+// runs both).
 func TestSlowLinkLowersQuality(t *testing.T) {
 	scr := newMemScreen(256, 192)
 	s := newTestServer(t, scr, "")
@@ -154,7 +274,7 @@ func TestSlowLinkLowersQuality(t *testing.T) {
 	c.br = bufio.NewReader(slow)
 
 	level := func() (l int) { // the level the server sends this viewer at
-		onlyViewer(s, func(v *client) { l = v.rate.quality(v.quality) })
+		onlyViewer(s, func(v *client) { l = v.cong.quality(v.quality) })
 		return l
 	}
 	rng := rand.New(rand.NewPCG(5, 6))
@@ -174,8 +294,10 @@ func TestSlowLinkLowersQuality(t *testing.T) {
 	}
 	sizes := func(n int) (first, last int) {
 		for i := range n {
-			photo()
+			// Asked first: the request answers the update before at
+			// once, as noVNC's does, so round trips measure the pipe.
 			c.request(true)
+			photo()
 			b0 := slow.total
 			c.update()
 			if i == 0 {
@@ -194,8 +316,11 @@ func TestSlowLinkLowersQuality(t *testing.T) {
 	}
 	t.Logf("slow pipe: level %d, updates %d -> %d bytes", level(), first, last)
 
-	slow.rate.Store(0)
-	for i := 0; i < 60 && level() < 9; i++ {
+	if raceDetector {
+		return // the viewer is then too slow to recover for: see above
+	}
+	slow.rate.Store(0) // a step up a recoverAfter
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline) && level() < 9; {
 		sizes(1)
 	}
 	if l := level(); l != 9 {
