@@ -294,10 +294,8 @@ func TestSlowLinkLowersQuality(t *testing.T) {
 	}
 	sizes := func(n int) (first, last int) {
 		for i := range n {
-			// Asked first: the request answers the update before at
-			// once, as noVNC's does, so round trips measure the pipe.
-			c.request(true)
 			photo()
+			c.request(true)
 			b0 := slow.total
 			c.update()
 			if i == 0 {

@@ -67,6 +67,27 @@ func closed(c net.Conn) bool {
 	return err != nil && !(ok && ne.Timeout())
 }
 
+// waitIdle waits until want of a's connections are idle keep-alives.
+func waitIdle(t *testing.T, a *Admission, want int) {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(time.Millisecond) {
+		a.mu.Lock()
+		n := 0
+		for c := range a.open {
+			if c.state == http.StateIdle {
+				n++
+			}
+		}
+		a.mu.Unlock()
+		if n == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections idle, want %d", n, want)
+		}
+	}
+}
+
 func waitOpen(t *testing.T, a *Admission, want int) {
 	t.Helper()
 	deadline := time.Now().Add(2 * time.Second)
@@ -155,12 +176,16 @@ func TestAdmission(t *testing.T) {
 		{"at the cap, idle connections are reclaimed for new ones", func(t *testing.T) {
 			a, addr := admitServer(t, 4, 4)
 			var conns []net.Conn
-			for range 4 {
+			for i := range 4 {
 				c := dialFrom(t, gateway, addr)
 				if st, err := rawGet(c, "/ok"); err != nil || st != "200 OK" {
 					t.Fatalf("got %q %v", st, err)
 				}
 				conns = append(conns, c)
+				// Idle in this order: the server marks a connection idle
+				// after its answer, which under load came after the next
+				// one's (CI saw another reclaimed first).
+				waitIdle(t, a, i+1)
 			}
 			waitOpen(t, a, 4)
 			c := dialFrom(t, gateway, addr)
