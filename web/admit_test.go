@@ -146,6 +146,7 @@ func TestAdmission(t *testing.T) {
 				t.Fatalf("got %q %v", st, err)
 			}
 			waitOpen(t, a, 1)
+			waitIdle(t, a, 1) // marked idle after its answer: under load, later
 			// trust lapses only after trustTTL; forget it to test the untrusted rule
 			a.mu.Lock()
 			delete(a.trusted, "127.0.0.2")
