@@ -182,7 +182,12 @@ func median(v []float64) float64 {
 // percentiles are the median and the 99th percentile of sorted
 // (which is not empty).
 func percentiles(sorted []float64) (p50, p99 float64) {
-	return sorted[len(sorted)/2], sorted[min(len(sorted)-1, len(sorted)*99/100)]
+	return percentile(sorted, 500), percentile(sorted, 990)
+}
+
+// percentile is the perMille-th of sorted (nearest rank; not empty).
+func percentile(sorted []float64, perMille int) float64 {
+	return sorted[min(len(sorted)-1, len(sorted)*perMille/1000)]
 }
 
 // sig rounds v to n significant digits.

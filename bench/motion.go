@@ -240,8 +240,8 @@ func motionRound(ctx context.Context, nv *novncViewer, sh *shaper, s *motionSide
 	if err != nil {
 		return fmt.Errorf("clicks: %w", err)
 	}
-	p50, p90 := percentile(lat, 0.5), percentile(lat, 0.9)
-	s.clk50, s.clk90 = append(s.clk50, p50), append(s.clk90, p90)
+	slices.Sort(lat)
+	s.clk50, s.clk90 = append(s.clk50, percentile(lat, 500)), append(s.clk90, percentile(lat, 900))
 
 	slow, err := nv.measure(ctx, sh.url(s.url), rfbWindow, &s.tag, s.cpu)
 	if err != nil {
@@ -249,15 +249,6 @@ func motionRound(ctx context.Context, nv *novncViewer, sh *shaper, s *motionSide
 	}
 	s.slow = append(s.slow, slow.pageFPS)
 	return nil
-}
-
-// percentile of v (nearest rank); v is sorted here.
-func percentile(v []float64, p float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	slices.Sort(v)
-	return v[min(len(v)-1, int(p*float64(len(v))))]
 }
 
 // novncClicks: noVNC (connected) presses and releases the pointer in the
@@ -311,8 +302,8 @@ func (v *novncViewer) clicks(ctx context.Context, wsURL string, k image.Point, n
 		return nil, err
 	}
 	var lat []float64
-	if err := json.Unmarshal([]byte(out), &lat); err != nil {
-		return nil, fmt.Errorf("noVNC's clicks %q: %w", out, err)
+	if err := json.Unmarshal([]byte(out), &lat); err != nil || len(lat) != n {
+		return nil, fmt.Errorf("noVNC's clicks %q: %v, want %d", out, err, n)
 	}
 	return lat, nil
 }

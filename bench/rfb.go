@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/cubepod/deskd/proc"
 	"github.com/jezek/xgb"
 	"github.com/jezek/xgb/xproto"
 	"golang.org/x/sys/unix"
@@ -103,24 +102,11 @@ func rfbMeasure(ctx context.Context, c Config, content rfbContent) ([]Figure, st
 	}
 
 	// The peer on the same display.
-	vncPort, _ := freePort()
-	wsPort, _ := freePort()
-	xv := group(ctx, x11vnc, "-display", display, "-auth", dk.xauth, "-rfbport", strconv.Itoa(vncPort), "-localhost", "-shared", "-forever", "-nopw", "-quiet")
-	xv.Env = append(os.Environ(), "HOME="+os.TempDir())
-	if err := xv.Start(); err != nil {
+	xv, err := startX11vnc(ctx, x11vnc, websockify, display, dk.xauth)
+	if err != nil {
 		return nil, "", err
 	}
-	defer func() { killGroup(xv.Process.Pid); xv.Wait() }()
-	ws := group(ctx, websockify, "127.0.0.1:"+strconv.Itoa(wsPort), "127.0.0.1:"+strconv.Itoa(vncPort))
-	if err := ws.Start(); err != nil {
-		return nil, "", err
-	}
-	defer func() { killGroup(ws.Process.Pid); ws.Wait() }()
-	for _, a := range []string{"127.0.0.1:" + strconv.Itoa(vncPort), "127.0.0.1:" + strconv.Itoa(wsPort)} {
-		if err := waitTCP(ctx, a, 20*time.Second); err != nil {
-			return nil, "", err
-		}
-	}
+	defer xv.stop()
 	// pause stops the page's scrolling for the correctness check.
 	pause := func(on bool) error {
 		return evalDesktopPage(ctx, "http://"+dk.addr+"/cdp", "window.paused = "+strconv.FormatBool(on))
@@ -156,8 +142,8 @@ func rfbMeasure(ctx context.Context, c Config, content rfbContent) ([]Figure, st
 		cpu  func() time.Duration
 	}{
 		{"deskd", "ws://" + dk.addr + "/websockify", func() time.Duration { return cpuOf(dk.pid) }},
-		{"x11vnc+websockify", "ws://127.0.0.1:" + strconv.Itoa(wsPort) + "/", func() time.Duration {
-			return cpuOf(append(proc.LiveGroupMembers(xv.Process.Pid), proc.LiveGroupMembers(ws.Process.Pid)...)...)
+		{"x11vnc+websockify", "ws://" + xv.wsAddr + "/", func() time.Duration {
+			return cpuOf(xv.pids()...)
 		}},
 	}
 	type samples struct{ fps, kb, cpu, p50, p99, pfps, pkb, pcpu [2][]float64 } // [side]

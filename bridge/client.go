@@ -688,7 +688,7 @@ func (c *client) sendUpdate(rects []Rect, encoding int32, cursor *cursorShape, c
 	binary.BigEndian.PutUint16(c.out[2:], uint16(n))
 	c.mu.Lock()
 	now := time.Now()
-	c.cong.sent(len(c.out), now)
+	c.cong.sent(len(c.out))
 	if !push { // answered by the viewer's next request
 		c.cong.ping(now)
 	} else if c.flow.fenceDue(len(c.out), now, !c.cong.room()) {
@@ -733,7 +733,8 @@ func area(rs []Rect) int {
 // appendRects appends each rectangle's header and body in encoding, and
 // returns how many rectangles it wrote; with sh, whole tiles come from
 // (or go to) the shared cache. In Tight without sh, a run of rectangles
-// side by side in a row that all go JPEG is sent as one (mergeJPEG).
+// side by side in a row that all go JPEG is sent as one
+// (appendTightMerged).
 func (e *encoder) appendRects(dst []byte, f *Frame, rects []Rect, encoding int32, sh *sharing) ([]byte, int) {
 	if encoding == EncTight && sh == nil && e.quality >= 0 {
 		return e.appendTightMerged(dst, f, rects)
@@ -781,56 +782,45 @@ const mergeJPEGWidth = 1280
 
 // appendTightMerged is appendRects for Tight with JPEG: a JPEG carries
 // some 600 bytes of tables and headers, more than the data of a 64x64
-// tile of smooth gradient (on the bench's 30 fps canvas, 250 tiles of
-// JPEG in their own rectangles were 173 KB, in rows 61 KB), and noVNC
+// tile of smooth gradient (a frame of the bench's 30 fps canvas was 173
+// KB with each JPEG tile a rectangle, 49 KB with rows merged), and noVNC
 // decodes one image a rectangle. So rectangles that go JPEG, side by
 // side in one row of tiles (same Y and height, each starting where the
 // last ends), are sent as one.
 func (e *encoder) appendTightMerged(dst []byte, f *Frame, rects []Rect) ([]byte, int) {
 	n := 0
-	for i := 0; i < len(rects); {
-		r := rects[i]
+	var run Rect // JPEG rectangles merged, not yet written
+	for _, r := range rects {
 		photo, few := e.classify(f, r)
-		i++
-		if !photo {
+		switch {
+		case !photo:
+			// The run first (its JPEG leaves r's palette in e.colours).
+			dst, n = e.appendJPEGRect(dst, f, run, n)
+			run = Rect{}
 			dst = appendRectHeader(dst, r, EncTight)
 			dst = e.encodeTightAs(dst, f, r, few)
 			n++
-			continue
+		case !run.Empty() && r.Y == run.Y && r.H == run.H && r.X == run.X+run.W && run.W+r.W <= mergeJPEGWidth:
+			run.W += r.W
+		default:
+			dst, n = e.appendJPEGRect(dst, f, run, n)
+			run = r
 		}
-		m := r
-		for ; i < len(rects); i++ {
-			next := rects[i]
-			if next.Y != m.Y || next.H != m.H || next.X != m.X+m.W || m.W+next.W > mergeJPEGWidth {
-				break
-			}
-			nphoto, nfew := e.classify(f, next)
-			if !nphoto {
-				// Encode the run, then this one (its palette is still
-				// in e.colours: JPEG does not touch it).
-				dst = appendRectHeader(dst, m, EncTight)
-				start := len(dst)
-				dst = e.tightJPEG(dst, f, m)
-				e.noteLossy(dst[start:], m)
-				dst = appendRectHeader(dst, next, EncTight)
-				dst = e.encodeTightAs(dst, f, next, nfew)
-				n += 2
-				i++
-				m = Rect{}
-				break
-			}
-			m.W += next.W
-		}
-		if m.Empty() {
-			continue
-		}
-		dst = appendRectHeader(dst, m, EncTight)
-		start := len(dst)
-		dst = e.tightJPEG(dst, f, m)
-		e.noteLossy(dst[start:], m)
-		n++
 	}
-	return dst, n
+	return e.appendJPEGRect(dst, f, run, n)
+}
+
+// appendJPEGRect appends r as a Tight JPEG rectangle unless it is empty,
+// and returns n counting it.
+func (e *encoder) appendJPEGRect(dst []byte, f *Frame, r Rect, n int) ([]byte, int) {
+	if r.Empty() {
+		return dst, n
+	}
+	dst = appendRectHeader(dst, r, EncTight)
+	start := len(dst)
+	dst = e.tightJPEG(dst, f, r)
+	e.noteLossy(dst[start:], r)
+	return dst, n + 1
 }
 
 // appendCursor writes the Cursor pseudo-rectangle (RFC 6143 §7.8.1): x, y

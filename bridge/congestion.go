@@ -22,13 +22,14 @@ import (
 //     update's own transmission at the delivery rate, of a fence sent
 //     with nothing else in flight. Pipelined for minRTTWindow, the next
 //     update goes alone to measure it again (BBR's ProbeRTT).
-//   - rate is the delivery rate the path gives when it is full: a fence
-//     sent behind other unanswered updates is answered as fast as the
-//     path delivers, and then the sample is the path's rate; any other
-//     sample may only raise the estimate (the sender had nothing more to
-//     send, as on a still screen, which says nothing of the path), as
-//     BBR does.
-//   - window (bytes in flight) is gain × rate × minRTT, the bandwidth-delay
+//   - rate is the delivery rate the path gives when it is full: answers
+//     to fences sent behind other unanswered updates that come further
+//     apart than the fences went came as fast as the path delivers, and
+//     so does an update sent alone (its bytes over its round trip less
+//     minRTT); those samples move the estimate, any other may only raise
+//     it (the sender had nothing more to send, as on a still screen,
+//     which says nothing of the path), as BBR does.
+//   - window (bytes in flight) is windowGain × rate × minRTT, the bandwidth-delay
 //     product with a margin for answers that come in bursts, plus one
 //     large update: a long fast link gets every frame the page draws,
 //     pipelined; a narrow one holds one update waiting behind the one
@@ -99,7 +100,7 @@ const (
 func newCongestion() congestion { return congestion{window: initialWindow} }
 
 // sent notes n bytes of an update going out.
-func (c *congestion) sent(n int, now time.Time) {
+func (c *congestion) sent(n int) {
 	c.pos += int64(n)
 	if n >= rateMinBytes {
 		if c.big == 0 {

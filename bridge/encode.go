@@ -343,8 +343,8 @@ func (e *encoder) classify(f *Frame, r Rect) (photo, few bool) {
 const photoSampleStep = 8
 
 // sampledPhoto reports whether every photoSampleStep-th row of r has more
-// than sampleColours colours with none covering tightPhotoShare/2 of
-// them: a photo or gradient. Anything else (text, which has a common
+// than sampleColours colours with none covering 3/4 of tightPhotoShare
+// of them: a photo or gradient. Anything else (text, which has a common
 // background, or a few colours) needs the full palette to decide.
 func (s *colourSet) sampledPhoto(f *Frame, r Rect) bool {
 	clear(s.slot[:])

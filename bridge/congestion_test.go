@@ -79,7 +79,7 @@ func (s *sim) run(fps int, size func(level int) int, until time.Duration) simRes
 			pending = false
 			level := s.c.quality(s.q)
 			n := size(level)
-			s.c.sent(n, t0.Add(s.now))
+			s.c.sent(n)
 			s.c.ping(t0.Add(s.now))
 			pp := s.p(s.now)
 			start := max(s.free, s.now)
@@ -169,7 +169,7 @@ func TestCongestion(t *testing.T) {
 			t.Fatal("an answer to nothing changed the level")
 		}
 		for range 10 * maxPings {
-			c.sent(100<<10, now)
+			c.sent(100 << 10)
 			c.ping(now)
 		}
 		if len(c.pings) != maxPings {
