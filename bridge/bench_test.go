@@ -174,3 +174,55 @@ func BenchmarkScrollStep(b *testing.B) {
 	b.ReportMetric(float64(sent)/1000/float64(b.N), "KB/step")
 	b.ReportMetric(float64(tiles)/float64(b.N), "tiles/step")
 }
+
+// BenchmarkVideoStep is the server's work for one frame of the motion
+// bench's video (a 960x540 grainy picture panned a few pixels a frame,
+// at 40,40 of a 1280x800 screen) for one viewer taking Tight with JPEG:
+// the capture of the damaged box (sampled, copied into the
+// framebuffer), the viewer's boxes copied into its picture, and the
+// update encoded.
+func BenchmarkVideoStep(b *testing.B) {
+	const w, h, vw, vh = 1280, 800, 960, 540
+	photo := photoFrame()
+	scr := lentScreen{newMemScreen(w, h)}
+	show := func(k int) {
+		f := scr.f
+		ox, oy := k*3%(photo.W-vw), k*2%(photo.H-vh)
+		for y := range vh {
+			copy(f.Pix[(40+y)*f.Stride+4*40:(40+y)*f.Stride+4*(40+vw)], photo.Pix[(oy+y)*photo.Stride+4*ox:])
+		}
+	}
+	s, err := NewServer(scr, Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	scratch := NewFrame(w, h)
+	damage := []Rect{{40, 40, vw, vh}}
+	view := newSeen(w, h)
+	enc := newEncoder(noVNCFormat)
+	enc.quality = 6
+	show(0)
+	s.capture([]Rect{{0, 0, w, h}}, scratch, false, true)
+	view.copyKnown(s.fb, Rect{0, 0, w, h})
+	var out []byte
+	var rects []Rect
+	sent := 0
+	b.ResetTimer()
+	for k := range b.N {
+		b.StopTimer()
+		show(k + 1)
+		b.StartTimer()
+		changed, _ := s.capture(damage, scratch, false, false)
+		rects = rects[:0]
+		for _, t := range changed {
+			if box, ok := view.changedBox(s.fb, t, true); ok {
+				view.copyKnown(s.fb, box)
+				rects = append(rects, box)
+			}
+		}
+		out, _ = enc.appendRects(out[:0], view.Frame, rects, EncTight, nil)
+		sent += len(out)
+	}
+	b.ReportMetric(float64(sent)/1000/float64(b.N), "KB/frame")
+}

@@ -482,6 +482,7 @@ func (c *client) writeLoop(ctx context.Context) error {
 		// Of each rectangle, only the box where the screen differs from
 		// the viewer's picture goes (seen.go).
 		send := c.sendRects[:0]
+		var run Rect // boxes side by side, copied as one (see compareBox)
 		for _, r := range rects {
 			box, ok := c.snap.changedBox(c.s.fb, r, quality >= 0)
 			if !ok {
@@ -493,7 +494,14 @@ func (c *client) writeLoop(ctx context.Context) error {
 				// for one encoding instead of one each).
 				box = r
 			}
-			c.snap.copyKnown(c.s.fb, box)
+			if box.Y == run.Y && box.H == run.H && box.X == run.X+run.W {
+				run.W += box.W
+			} else {
+				if !run.Empty() {
+					c.snap.copyKnown(c.s.fb, run)
+				}
+				run = box
+			}
 			if sh != nil { // the version of exactly these pixels
 				idx, whole := tileIndex(box, c.s.fb.W, c.s.fb.H)
 				var version uint64
@@ -503,6 +511,9 @@ func (c *client) writeLoop(ctx context.Context) error {
 				sh.idx[len(send)], sh.versions[len(send)] = idx, version
 			}
 			send = append(send, box)
+		}
+		if !run.Empty() {
+			c.snap.copyKnown(c.s.fb, run)
 		}
 		c.sendRects = send
 		c.s.mu.RUnlock()

@@ -366,6 +366,12 @@ func (s *colourSet) sampledPhoto(f *Frame, r Rect) bool {
 			count[pi]++
 		}
 		n += r.W
+		if 8*len(s.colours) > 7*n && n > sampleColours {
+			// Grain: nearly every pixel so far a colour of its own, so
+			// none can cover a share; the rest of the sample cannot make
+			// it text (a third of the sample's cost on a video).
+			return true
+		}
 	}
 	return len(s.colours) > sampleColours && 4*100*int(slices.Max(count[:len(s.colours)])) < 3*tightPhotoShare*n
 }

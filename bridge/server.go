@@ -437,13 +437,30 @@ func (s *Server) compareBox(changed []Rect, cur *Frame, box Rect, sc *scroll, sa
 	}
 	boxCols := (box.W + tile - 1) / tile
 	for ty := box.Y; ty < box.Y+box.H; ty += tile {
+		// Tiles taken whole side by side are copied as one span a row
+		// (a tile's row is one short copy: on a video, calls, not bytes,
+		// were most of the copying).
+		span := Rect{Y: ty}
+		copySpan := func() {
+			if span.W > 0 {
+				copyTile(s.fb, cur, span)
+			}
+			span.W = 0
+		}
 		for tx := box.X; tx < box.X+box.W; tx += tile {
 			t := Rect{tx, ty, min(tile, full.W-tx), min(tile, full.H-ty)}
 			i := ty/tile*cols + tx/tile
 			var differs bool
+			whole := sampled != nil && sampled[(ty-box.Y)/tile*boxCols+(tx-box.X)/tile]
+			if !whole {
+				copySpan()
+			}
 			switch {
-			case sampled != nil && sampled[(ty-box.Y)/tile*boxCols+(tx-box.X)/tile]:
-				copyTile(s.fb, cur, t)
+			case whole:
+				if span.W == 0 {
+					span.X, span.H = tx, t.H
+				}
+				span.W += t.W
 				differs = true
 				s.sample.clear(i)
 				s.sample.changedNow(i)
@@ -475,6 +492,7 @@ func (s *Server) compareBox(changed []Rect, cur *Frame, box Rect, sc *scroll, sa
 				}
 			}
 		}
+		copySpan()
 	}
 	return changed
 }
