@@ -451,8 +451,10 @@ func (c *client) writeLoop(ctx context.Context) error {
 		if encoding == EncTight && c.s.peers(key) >= 2 {
 			sh = &sharing{cache: &c.s.cache, key: key, idx: make([]int, len(rects)), versions: make([]uint64, len(rects))}
 		}
-		c.enc.setIndependent(sh != nil)
-		c.enc2.setIndependent(sh != nil)
+		if sh != nil {
+			c.enc.setIndependent()
+			c.enc2.setIndependent()
+		}
 
 		c.s.mu.RLock() // a private copy: encoding never holds up capture
 		if c.s.fb.W != c.fbW || c.s.fb.H != c.fbH {

@@ -134,10 +134,12 @@ type encoder struct {
 	tightBase int
 	// independent: every Tight rectangle resets the stream it uses, so
 	// its bytes depend on nothing before it and can be shared between
-	// viewers (see share.go). resetNext: streams to reset at next use,
-	// after independent encoding ends.
+	// viewers (see share.go). Once on, it stays on: noVNC's zlib (the
+	// pako 1.0 in noVNC 1.7) keeps no window for a stream it has used
+	// once that stream is reset, so a later rectangle that refers back
+	// past its own start fails to inflate ("invalid distance too far
+	// back") and noVNC drops the connection; zlib itself keeps it.
 	independent bool
-	resetNext   [4]bool
 	scratch     []byte
 	colours     colourSet
 }
@@ -460,25 +462,19 @@ func (e *encoder) encodeTightAs(dst []byte, f *Frame, r Rect, few bool) []byte {
 // tightControl adds to a basic rectangle's control byte the reset of
 // stream when this rectangle must start it afresh, and resets ours.
 func (e *encoder) tightControl(ctl byte, stream int) byte {
-	if !e.independent && !e.resetNext[stream] {
+	if !e.independent {
 		return ctl
 	}
-	e.resetNext[stream] = false
 	if z := e.tightStream[stream]; z != nil {
 		z.w.Reset(&z.buf)
 	}
 	return ctl | 1<<stream
 }
 
-// setIndependent switches independent encoding on or off; off, every
-// stream starts afresh at its next use (the viewer's inflaters were
-// reset by the shared rectangles).
-func (e *encoder) setIndependent(on bool) {
-	if e.independent && !on {
-		e.resetNext = [4]bool{true, true, true, true}
-	}
-	e.independent = on
-}
+// setIndependent switches independent encoding on, for good (see
+// independent): the viewer's inflaters were or will be reset by shared
+// rectangles.
+func (e *encoder) setIndependent() { e.independent = true }
 
 func (e *encoder) tightData(dst []byte, stream int, data []byte) []byte {
 	if len(data) < tightMinToZlib {

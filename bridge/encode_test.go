@@ -160,6 +160,11 @@ func pixels(pf PixelFormat, b []byte) []uint32 {
 type tightDecoder struct {
 	z  [4]inflater
 	pf PixelFormat
+	// As noVNC 1.7's zlib (pako 1.0) decodes: a stream reset after it
+	// was used has no window any more, so only a rectangle that resets
+	// it again may use it (pako's updatewindow sizes the window only
+	// when it allocates it; inflateReset zeroes the size).
+	used, windowless [4]bool
 }
 
 // compact parses Tight's compact length from the front of b.
@@ -220,10 +225,15 @@ func (d *tightDecoder) decodeFrom(t *testing.T, next func(int) []byte, r Rect) (
 		}
 		return out
 	}
+	reset := byte(0)
 	data := func(stream, n int) []byte {
 		if n < tightMinToZlib {
 			return next(n)
 		}
+		if d.windowless[stream] && reset&(1<<stream) == 0 {
+			t.Fatalf("rect %v continues Tight stream %d after a reset: noVNC has no window for it", r, stream)
+		}
+		d.used[stream] = true
 		l := readCompact(next)
 		return d.z[stream].inflate(t, next(l), n)
 	}
@@ -252,9 +262,11 @@ func (d *tightDecoder) decodeFrom(t *testing.T, next func(int) []byte, r Rect) (
 	case ctl&0x80 != 0:
 		t.Fatalf("bad control byte %#x", ctl)
 	}
+	reset = ctl & 0xf
 	for k := range 4 { // low bits: reset these streams first
 		if ctl&(1<<k) != 0 {
 			d.z[k] = inflater{}
+			d.windowless[k] = d.windowless[k] || d.used[k]
 		}
 	}
 	stream := int(ctl >> 4 & 3)
