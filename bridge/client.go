@@ -752,19 +752,12 @@ func (e *encoder) appendRects(dst []byte, f *Frame, rects []Rect, encoding int32
 	if encoding == EncTight && sh == nil && e.quality >= 0 {
 		return e.appendTightMerged(dst, f, rects)
 	}
-	for n, r := range rects {
+	if sh != nil {
+		return e.appendShared(dst, f, rects, sh)
+	}
+	for _, r := range rects {
 		dst = appendRectHeader(dst, r, encoding)
 		start := len(dst)
-		if sh != nil && sh.versions[n] != 0 {
-			if body, ok := sh.cache.get(sh.idx[n], sh.versions[n], sh.key); ok {
-				dst = append(dst, body...)
-			} else {
-				dst = e.encodeTight(dst, f, r)
-				sh.cache.put(sh.idx[n], sh.versions[n], sh.key, bytes.Clone(dst[start:]))
-			}
-			e.noteLossy(dst[start:], r)
-			continue
-		}
 		switch encoding {
 		case EncTight:
 			dst = e.encodeTight(dst, f, r)
@@ -821,6 +814,72 @@ func (e *encoder) appendTightMerged(dst []byte, f *Frame, rects []Rect) ([]byte,
 		}
 	}
 	return e.appendJPEGRect(dst, f, run, n)
+}
+
+// appendShared is appendRects in Tight for viewers that share tiles:
+// whole tiles come from the cache or are encoded independently and put
+// there; a run of whole tiles side by side that go JPEG is one
+// rectangle and one cache entry, at the index of its first tile (with
+// every tile its own JPEG, a second viewer made each frame of the
+// bench's video 181 KB instead of 103, and noVNC showed 20 fps of 56).
+func (e *encoder) appendShared(dst []byte, f *Frame, rects []Rect, sh *sharing) ([]byte, int) {
+	n := 0
+	for i := 0; i < len(rects); {
+		r := rects[i]
+		if sh.versions[i] == 0 { // not a whole tile: this viewer's own
+			dst = appendRectHeader(dst, r, EncTight)
+			start := len(dst)
+			dst = e.encodeTight(dst, f, r)
+			e.noteLossy(dst[start:], r)
+			i, n = i+1, n+1
+			continue
+		}
+		// The tiles right of r in this update, whole, in order.
+		k := 1
+		for k < len(rects)-i && sh.versions[i+k] != 0 && sh.idx[i+k] == sh.idx[i]+k &&
+			rects[i+k].Y == r.Y && rects[i+k].X == r.X+k*tile && (k+1)*tile <= mergeJPEGWidth {
+			k++
+		}
+		if body, m, ok := sh.cache.get(sh.idx[i], sh.versions[i:i+k], sh.key); ok {
+			run := joinRow(rects[i : i+m])
+			dst = appendRectHeader(dst, run, EncTight)
+			start := len(dst)
+			dst = append(dst, body...)
+			e.noteLossy(dst[start:], run)
+			i, n = i+m, n+1
+			continue
+		}
+		photo, few := e.classify(f, r)
+		m := 1
+		if photo {
+			for m < k {
+				if p, _ := e.classify(f, rects[i+m]); !p {
+					break
+				}
+				m++
+			}
+		}
+		run := joinRow(rects[i : i+m])
+		dst = appendRectHeader(dst, run, EncTight)
+		start := len(dst)
+		if photo {
+			dst = e.tightJPEG(dst, f, run)
+		} else {
+			dst = e.encodeTightAs(dst, f, r, few)
+		}
+		sh.cache.put(sh.idx[i], sh.versions[i:i+m], sh.key, bytes.Clone(dst[start:]))
+		e.noteLossy(dst[start:], run)
+		i, n = i+m, n+1
+	}
+	return dst, n
+}
+
+// joinRow returns the rectangle that rects, side by side in a row, make.
+func joinRow(rects []Rect) Rect {
+	r := rects[0]
+	last := rects[len(rects)-1]
+	r.W = last.X + last.W - r.X
+	return r
 }
 
 // appendJPEGRect appends r as a Tight JPEG rectangle unless it is empty,

@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -29,31 +30,37 @@ type tileCache struct {
 	misses  atomic.Int64
 }
 
+// cachedTile is the body of one rectangle made of the tile at its index
+// and the tiles right of it in the row (JPEG rows are merged, as for a
+// viewer alone: appendTightMerged), at their versions.
 type cachedTile struct {
-	version uint64
-	key     encKey
-	body    []byte
+	versions []uint64
+	key      encKey
+	body     []byte
 }
 
-func (tc *tileCache) get(idx int, version uint64, key encKey) ([]byte, bool) {
+// get returns the body cached at idx and how many tiles it covers when
+// they are the first of versions (the next rectangles' tile versions, in
+// order).
+func (tc *tileCache) get(idx int, versions []uint64, key encKey) ([]byte, int, bool) {
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
 	e, ok := tc.entries[idx]
-	if !ok || e.version != version || e.key != key {
+	if !ok || e.key != key || len(e.versions) > len(versions) || !slices.Equal(e.versions, versions[:len(e.versions)]) {
 		tc.misses.Add(1)
-		return nil, false
+		return nil, 0, false
 	}
 	tc.hits.Add(1)
-	return e.body, true
+	return e.body, len(e.versions), true
 }
 
-func (tc *tileCache) put(idx int, version uint64, key encKey, body []byte) {
+func (tc *tileCache) put(idx int, versions []uint64, key encKey, body []byte) {
 	tc.mu.Lock()
 	defer tc.mu.Unlock()
 	if tc.entries == nil {
 		tc.entries = map[int]cachedTile{}
 	}
-	tc.entries[idx] = cachedTile{version, key, body}
+	tc.entries[idx] = cachedTile{slices.Clone(versions), key, body}
 }
 
 func (tc *tileCache) clear() {

@@ -71,3 +71,48 @@ func TestSharedTiles(t *testing.T) {
 		t.Fatal("a viewer alone with its settings still used the shared cache")
 	}
 }
+
+// TestSharedJPEGRows: viewers sharing tiles still get a row of photo
+// tiles as one JPEG rectangle, encoded once for both; a tile of text
+// between photos splits the row.
+func TestSharedJPEGRows(t *testing.T) {
+	photo := photoFrame()
+	scr := newMemScreen(640, 128)
+	show := func(dx int, solid bool) {
+		scr.mu.Lock()
+		for y := range 128 {
+			copy(scr.f.Pix[y*scr.f.Stride:(y+1)*scr.f.Stride], photo.Pix[y*photo.Stride+4*dx:])
+			if solid && y < 64 { // a solid tile in the top row
+				for x := 192; x < 256; x++ {
+					copy(scr.f.at(x, y), []byte{0x99, 0x66, 0x33})
+				}
+			}
+		}
+		scr.mu.Unlock()
+		scr.damage <- toImage(Rect{0, 0, 640, 128})
+	}
+	show(0, false)
+	s := newTestServer(t, scr, "")
+	a := noVNCViewer(t, s, EncTight, encJPEGQuality0+6)
+	b := noVNCViewer(t, s, EncTight, encJPEGQuality0+6)
+	for i := range 3 {
+		show(8*(i+1), i == 2)
+		var got [2][]Rect
+		for j, c := range []*rfbClient{a, b} {
+			c.request(true)
+			got[j] = c.update()
+		}
+		want := 2 // a row of ten tiles a rectangle
+		if i == 2 {
+			want = 4 // the top row in three: photos, the solid tile, photos
+		}
+		for j := range got {
+			if len(got[j]) != want {
+				t.Fatalf("change %d, viewer %d: %d rectangles %v, want %d", i, j, len(got[j]), got[j], want)
+			}
+		}
+	}
+	if hits := s.cache.hits.Load(); hits < 6 {
+		t.Fatalf("%d cache hits, want a row each for the second viewer", hits)
+	}
+}
