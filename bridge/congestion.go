@@ -64,6 +64,7 @@ type congestion struct {
 	downAt   time.Time // no step down before this (the last one acting)
 	upAt     time.Time // no step up before this
 	rateSeen int       // answers that gave a rate sample
+	pathSeen bool      // one of them was limited by the path
 }
 
 // ping is a request for an answer: a fence, or an update sent on a
@@ -95,6 +96,10 @@ const (
 	stepRatio    = 1.6
 	recoverAfter = time.Second
 	rateFloor    = 1 // the lowest level it lowers to (JPEG quality 29)
+	// tentativeAnswers: answers after which the quality follows a rate
+	// no answer showed the path limiting (a viewer that asks for each
+	// update, each large, never shows its path's delay).
+	tentativeAnswers = 4
 )
 
 func newCongestion() congestion { return congestion{window: initialWindow} }
@@ -151,10 +156,11 @@ func (c *congestion) answer(now time.Time, q int) bool {
 		if large {
 			// Its bytes over the time it took beyond the path's delay
 			// (before that is known, over the whole round trip: a long
-			// path then looks narrower than it is, until a small update
-			// shows its delay).
+			// path then looks narrower than it is, so the sample may
+			// only raise the estimate, until a small update shows the
+			// delay).
 			cross := max(rtt-c.minRTT, time.Millisecond)
-			c.sample(float64(p.own)/cross.Seconds(), true)
+			c.sample(float64(p.own)/cross.Seconds(), c.minRTT > 0, c.minRTT == 0)
 		}
 		// The path's delay: the round trip of a small update, or of a
 		// large one less its own transmission at a rate the path has
@@ -178,7 +184,7 @@ func (c *congestion) answer(now time.Time, q int) bool {
 		// how fast we sent.
 		ackGap, sendGap := now.Sub(c.ackAt), p.at.Sub(c.sentAt)
 		limited := ackGap > sendGap
-		c.sample(float64(p.pos-c.acked)/max(ackGap, sendGap, time.Millisecond).Seconds(), limited)
+		c.sample(float64(p.pos-c.acked)/max(ackGap, sendGap, time.Millisecond).Seconds(), limited, false)
 		if limited && !c.trusted {
 			c.trusted = true
 			c.probing = c.minRTT == 0 // the delay, now that the rate is known
@@ -212,12 +218,14 @@ func (c *congestion) answer(now time.Time, q int) bool {
 }
 
 // sample takes a delivery rate sample: one the path limited moves the
-// estimate halfway to it; any other only raises it.
-func (c *congestion) sample(rate float64, pathLimited bool) {
+// estimate halfway to it (the first replaces what came before it); a
+// tentative one (an update alone before the delay is known) does so
+// only until then; any other only raises it.
+func (c *congestion) sample(rate float64, pathLimited, tentative bool) {
 	switch {
-	case c.rate == 0 || pathLimited && c.rateSeen == 0:
-		c.rate = rate
-	case pathLimited:
+	case c.rate == 0 || pathLimited && !c.pathSeen:
+		c.rate, c.pathSeen = rate, c.pathSeen || pathLimited
+	case pathLimited || tentative && !c.pathSeen:
 		c.rate += (rate - c.rate) / 2
 	case rate > c.rate:
 		c.rate = rate
@@ -233,7 +241,10 @@ func (c *congestion) adjust(now time.Time, q int) bool {
 	}
 	takes := time.Duration(c.big / c.rate * float64(time.Second))
 	switch {
-	case takes > slowUpdate && c.drop < steps(q) && !now.Before(c.downAt):
+	case takes > slowUpdate && (c.pathSeen || c.rateSeen >= tentativeAnswers) && c.drop < steps(q) && !now.Before(c.downAt):
+		// (At the start, a large update's round trip on a long path
+		// looks like a narrow path: a rate the path showed decides, or
+		// else a few answers.)
 		c.drop++
 		// The next decision waits for updates at the new level to be
 		// answered; the step up waits longer.
