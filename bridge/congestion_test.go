@@ -119,6 +119,28 @@ func TestCongestion(t *testing.T) {
 			t.Fatalf("updates queued up to %v", queue)
 		}
 	})
+	t.Run("a long fast link keeps the level from a full first update on", func(t *testing.T) {
+		// A viewer's first update is the whole screen, sent alone before
+		// the path's delay is known: its round trip is no measure of
+		// the rate (this dropped noVNC on the bench's long link to level
+		// 4, then 1).
+		c := newCongestion()
+		first := true
+		size := func(level int) int {
+			if first {
+				first = false
+				return 400 << 10
+			}
+			return photoSize(100<<10)(level)
+		}
+		r := simulate(&c, fixed(path{100 * mbit, 75 * time.Millisecond}), 6, 60, size, 5*time.Second)
+		if l := slices.Min(r.levels); l != 6 {
+			t.Fatalf("went down to level %d (levels %v)", l, r.levels[:min(len(r.levels), 40)])
+		}
+		if fps, _, _ := r.between(time.Second, 5*time.Second); fps < 55 {
+			t.Fatalf("%.1f fps of 60 through 100 Mbit/s, 150 ms", fps)
+		}
+	})
 	t.Run("a narrow link lowers the level, keeps frames coming, holds no queue, and recovers", func(t *testing.T) {
 		c := newCongestion()
 		p := func(at time.Duration) path {
