@@ -59,12 +59,13 @@ type congestion struct {
 	sentAt  time.Time // when its request went
 	window  int64
 
-	drop     int       // levels below the viewer's own
-	big      float64   // bytes of a large update lately (moving average)
-	downAt   time.Time // no step down before this (the last one acting)
-	upAt     time.Time // no step up before this
-	rateSeen int       // answers that gave a rate sample
-	pathSeen bool      // one of them was limited by the path
+	drop      int       // levels below the viewer's own
+	big       float64   // bytes of a large update lately (moving average)
+	downAt    time.Time // no step down before this (the last one acting)
+	upAt      time.Time // no step up before this
+	rateSeen  int       // answers that gave a rate sample
+	pathSeen  bool      // one of them was limited by the path
+	pipelined bool      // an answer came to an update sent behind others
 }
 
 // ping is a request for an answer: a fence, or an update sent on a
@@ -106,8 +107,9 @@ func newCongestion() congestion { return congestion{window: initialWindow} }
 
 // sent notes n bytes of an update going out.
 func (c *congestion) sent(n int) {
+	first := c.pos == 0
 	c.pos += int64(n)
-	if n >= rateMinBytes {
+	if n >= rateMinBytes && !first { // (the first is the whole screen: no measure of motion)
 		if c.big == 0 {
 			c.big = float64(n)
 		} else {
@@ -178,6 +180,7 @@ func (c *congestion) answer(now time.Time, q int) bool {
 			c.probing = false
 		}
 	} else if !c.ackAt.IsZero() && p.pos > c.acked {
+		c.pipelined = true
 		// Pipelined: bytes answered over the time since the answer
 		// before. Answers further apart than the sends came as fast as
 		// the path delivers: that is its rate; closer, they say only
@@ -241,10 +244,7 @@ func (c *congestion) adjust(now time.Time, q int) bool {
 	}
 	takes := time.Duration(c.big / c.rate * float64(time.Second))
 	switch {
-	case takes > slowUpdate && (c.pathSeen || c.rateSeen >= tentativeAnswers) && c.drop < steps(q) && !now.Before(c.downAt):
-		// (At the start, a large update's round trip on a long path
-		// looks like a narrow path: a rate the path showed decides, or
-		// else a few answers.)
+	case takes > slowUpdate && c.measured() && c.drop < steps(q) && !now.Before(c.downAt):
 		c.drop++
 		// The next decision waits for updates at the new level to be
 		// answered; the step up waits longer.
@@ -259,6 +259,14 @@ func (c *congestion) adjust(now time.Time, q int) bool {
 		return true
 	}
 	return false
+}
+
+// measured reports whether the rate may lower the level: the path has
+// shown its rate and its delay, or, for a viewer that asks for each
+// update (none pipelined), a few answers came. At the start, a large
+// update's round trip on a long path looks like a narrow path.
+func (c *congestion) measured() bool {
+	return c.pathSeen && c.minRTT > 0 || !c.pipelined && c.rateSeen >= tentativeAnswers
 }
 
 // bandwidth is the delivery rate in bits a second, for logs (NaN before
