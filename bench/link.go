@@ -106,7 +106,9 @@ type chunk struct {
 // later.
 func (l link) carry(ctx context.Context, dst io.Writer, src io.Reader) {
 	const size = 16 << 10
-	q := make(chan chunk, linkQueue/size)
+	// The chunks on their way count too: a long fast link holds rate x
+	// delay of them, beyond the queue.
+	q := make(chan chunk, (linkQueue+int(l.rate*l.delay.Seconds()))/size)
 	go func() {
 		defer close(q)
 		var free time.Time // when the bottleneck is next idle

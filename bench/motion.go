@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"image"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,9 @@ import (
 
 	"github.com/cubepod/deskd/cdp"
 	"github.com/cubepod/deskd/proc"
+	"github.com/jezek/xgb"
+	"github.com/jezek/xgb/xproto"
+	"github.com/jezek/xgb/xtest"
 )
 
 // Motion: pages that change faster than a person reads, where a VNC
@@ -50,28 +54,56 @@ const video60Page = `data:text/html,<body style='margin:0;overflow:hidden;backgr
 	`const g=x.createRadialGradient(480+Math.sin(t*0.03)*300,270,0,480,270,500);g.addColorStop(0,'rgba(255,255,220,0.35)');g.addColorStop(1,'rgba(0,0,0,0)');x.fillStyle=g;x.fillRect(0,0,960,540);` +
 	`tick();window.drawn++}requestAnimationFrame(draw)};requestAnimationFrame(draw)</script></body>`
 
+// dragPage: a page of text under a 520x360 window of text with a title
+// bar, which the pointer drags (pressed on the title bar, moved by XTEST:
+// startDrag); each move the page draws is a frame. The window goes back
+// where it was when the button is released.
+const dragPage = `data:text/html,<body style='margin:0;overflow:hidden;user-select:none;background:%23eef;font:15px/1.4 sans-serif'><div id=t style='padding:8px;color:%23333'></div>` +
+	`<div id=w style='position:absolute;left:200px;bottom:240px;width:520px;height:360px;box-sizing:border-box;overflow:hidden;background:%23fff;border:1px solid %23667;box-shadow:0 6px 18px rgba(0,0,0,.35)'>` +
+	`<div id=h style='height:28px;background:linear-gradient(%235a8,%23386);color:%23fff;padding:0 8px;line-height:28px'>a window</div><div id=c style='padding:8px'></div></div><script>` +
+	tagScript + clickScript +
+	`const words='the quick brown fox jumps over a lazy dog while seven bright wizards quietly pack their boxes of liquor jugs '.split(' ');` +
+	`const text=n=>{let s='';for(let i=0;i<n;i++)s+=words[(i*7+(i>>2))%25words.length]+' ';return s};t.textContent=text(2600);c.textContent=text(260);` +
+	`let d=null,px=0,py=0,st=false;h.addEventListener('mousedown',e=>{e.preventDefault();d={x:e.clientX-w.offsetLeft,y:e.clientY-w.offsetTop}});` +
+	`addEventListener('mousemove',e=>{if(!d)return;px=e.clientX-d.x;py=e.clientY-d.y;if(!st){st=true;requestAnimationFrame(()=>{st=false;if(!d)return;w.style.left=px+'px';w.style.top=py+'px';w.style.bottom='auto';tick();window.drawn++})}});` +
+	`addEventListener('mouseup',()=>{d=null;w.style.left='200px';w.style.top='auto';w.style.bottom='240px'})</script></body>`
+
+// dragTitle is where dragPage's title bar is, from the tag's centre.
+var dragTitle = image.Pt(244, -570)
+
 // motionClass is one kind of motion content.
 type motionClass struct {
 	name, page, describe string
+	drag                 bool // the pointer drags the page's window while a viewer watches
 }
 
 var motionClasses = []motionClass{
-	{"30 fps canvas", anim30Page, "a full-window canvas animated at 30 fps"},
-	{"60 fps video", video60Page, "a 960x540 grainy picture panned at every animation frame"},
+	{name: "30 fps canvas", page: anim30Page, describe: "a full-window canvas animated at 30 fps"},
+	{name: "60 fps video", page: video60Page, describe: "a 960x540 grainy picture panned at every animation frame"},
+	{name: "60 fps drag", page: dragPage, describe: "a 520x360 window of text dragged over a page of text by XTEST at 60 moves a second", drag: true},
 }
 
-// Slow link: what a person on a home connection has.
-var slowLink = link{rate: 8e6 / 8, delay: 40 * time.Millisecond}
+// Slow link: what a person on a home connection has. Long link: a fast
+// path across an ocean.
+var (
+	slowLink = link{rate: 8e6 / 8, delay: 40 * time.Millisecond}
+	longLink = link{rate: 100e6 / 8, delay: 75 * time.Millisecond}
+)
+
+// crowd: the viewers besides noVNC in the many-viewers run.
+const crowd = 9
 
 // motionSide is one VNC stack the noVNC viewer watches, and what it saw.
 type motionSide struct {
-	name string
-	url  string               // noVNC's WebSocket
-	cpu  func() time.Duration // its X server and VNC side
-	page *pageConn            // the page it shows
-	tag  image.Point          // the page's tag on its screen
+	name    string
+	url     string               // noVNC's WebSocket
+	cpu     func() time.Duration // its X server and VNC side
+	page    *pageConn            // the page it shows
+	tag     image.Point          // the page's tag on its screen
+	display string               // its X display
 	// per round
-	shown, drawn, kbps, cpuFrame, cpuSec, clk50, clk90, slow []float64
+	shown, drawn, kbps, cpuFrame, cpuSec, busy, clk50, clk90, slow []float64
+	long, quality, longQuality, ten, tenCPU, stalled               []float64
 }
 
 // motionScenario: real noVNC against deskd, x11vnc + websockify and
@@ -86,7 +118,7 @@ func motionScenario(ctx context.Context, c Config) ([]Figure, string, error) {
 		}
 		figs, notes = append(figs, f...), append(notes, n)
 	}
-	notes = append(notes, fmt.Sprintf("each stack watched alone by real noVNC 1.7 in a headless Chromium (quality 6, compression 2, %s a run); the other stacks' pages paused; CPU is the X server's plus the VNC side's; click: pointer press in noVNC to the page's answer on noVNC's canvas; slow link: %g Mbit/s with %v of delay each way, in the bench", rfbWindow, slowLink.rate*8/1e6, slowLink.delay))
+	notes = append(notes, fmt.Sprintf("each stack watched alone by real noVNC 1.7 in a headless Chromium (quality 6, compression 2, %s a run); the other stacks' pages paused; CPU is the X server's plus the VNC side's; machine busy: the share of both cores in use meanwhile (noVNC and the browsers included); click: pointer press in noVNC to the page's answer on noVNC's canvas; links simulated in the bench (a bottleneck with a bounded queue, delay each way): slow %g Mbit/s, %v; long %g Mbit/s, %v; JPEG quality: the median IJG quality of the JPEG rectangles a viewer of the bench's own gets in 4 s (from their tables), directly and through the long link; %d viewers: noVNC and %d of the bench's own, which read everything and decode nothing; stalled: noVNC while another viewer keeps asking for updates and reads none", rfbWindow, slowLink.rate*8/1e6, slowLink.delay, longLink.rate*8/1e6, longLink.delay, crowd+1, crowd))
 	return figs, strings.Join(notes, "; "), nil
 }
 
@@ -140,9 +172,9 @@ func motionMeasure(ctx context.Context, c Config, mc motionClass) ([]Figure, str
 	defer deskdPage.close()
 	defer tigerPage.close()
 	sides := []*motionSide{
-		{name: "deskd", url: "ws://" + dk.addr + "/websockify", cpu: func() time.Duration { return cpuOf(dk.pid, xvfb) }, page: deskdPage},
-		{name: "x11vnc+websockify", url: "ws://" + xv.wsAddr + "/", cpu: func() time.Duration { return cpuOf(append(xv.pids(), xvfb)...) }, page: deskdPage},
-		{name: "Xtigervnc+websockify", url: "ws://" + tv.wsAddr + "/", cpu: func() time.Duration { return cpuOf(tv.pids()...) }, page: tigerPage},
+		{name: "deskd", url: "ws://" + dk.addr + "/websockify", cpu: func() time.Duration { return cpuOf(dk.pid, xvfb) }, page: deskdPage, display: display},
+		{name: "x11vnc+websockify", url: "ws://" + xv.wsAddr + "/", cpu: func() time.Duration { return cpuOf(append(xv.pids(), xvfb)...) }, page: deskdPage, display: display},
+		{name: "Xtigervnc+websockify", url: "ws://" + tv.wsAddr + "/", cpu: func() time.Duration { return cpuOf(tv.pids()...) }, page: tigerPage, display: tv.display},
 	}
 	for _, d := range []struct {
 		display string
@@ -168,19 +200,27 @@ func motionMeasure(ctx context.Context, c Config, mc motionClass) ([]Figure, str
 		return nil, "", err
 	}
 	defer nv.close()
-	shaper, err := startShaper(ctx, slowLink)
-	if err != nil {
-		return nil, "", err
+	var links motionLinks
+	for _, l := range []struct {
+		s **shaper
+		l link
+	}{{&links.slow, slowLink}, {&links.long, longLink}} {
+		sh, err := startShaper(ctx, l.l)
+		if err != nil {
+			return nil, "", err
+		}
+		defer sh.close()
+		*l.s = sh
 	}
-	defer shaper.close()
 
 	for i := range max(1, min(c.Rounds, 3)) {
 		for _, s := range sides {
-			if err := motionRound(ctx, nv, shaper, s, []*pageConn{deskdPage, tigerPage}); err != nil {
+			if err := motionRound(ctx, nv, links, mc, s, []*pageConn{deskdPage, tigerPage}); err != nil {
 				return nil, "", fmt.Errorf("%s: %w", s.name, err)
 			}
-			fmt.Fprintf(c.Log, "  round %d %s %s: %.1f of %.1f page frames a second shown, %.0f kbit/s, %.2f ms CPU a frame (%.0f%% of a core); click p50 %.1f p90 %.1f ms; slow link %.1f fps\n",
-				i, mc.name, s.name, last(s.shown), last(s.drawn), last(s.kbps), last(s.cpuFrame), 100*last(s.cpuSec), last(s.clk50), last(s.clk90), last(s.slow))
+			fmt.Fprintf(c.Log, "  round %d %s %s: %.1f of %.1f page frames a second shown, %.0f kbit/s, %.2f ms CPU a frame (%.0f%% of a core, machine %.0f%% busy); click p50 %.1f p90 %.1f ms; slow link %.1f fps; long link %.1f fps, JPEG quality %.0f (direct %.0f); %d viewers %.1f fps, %.2f ms a frame; stalled viewer %.1f fps\n",
+				i, mc.name, s.name, last(s.shown), last(s.drawn), last(s.kbps), last(s.cpuFrame), 100*last(s.cpuSec), 100*last(s.busy), last(s.clk50), last(s.clk90), last(s.slow),
+				last(s.long), last(s.longQuality), last(s.quality), crowd+1, last(s.ten), last(s.tenCPU), last(s.stalled))
 		}
 	}
 	d := sides[0]
@@ -195,7 +235,14 @@ func motionMeasure(ctx context.Context, c Config, mc motionClass) ([]Figure, str
 			figure(mc.name+", "+peer+": CPU (X server + VNC)", "cores", "info", d.cpuSec, p.cpuSec),
 			figure(mc.name+", "+peer+": click to pixel p50", "ms", "lower", d.clk50, p.clk50),
 			figure(mc.name+", "+peer+": click to pixel p90", "ms", "lower", d.clk90, p.clk90),
+			figure(mc.name+", "+peer+": machine busy meanwhile", "share", "info", d.busy, p.busy),
 			figure(mc.name+", "+peer+fmt.Sprintf(": page frames shown per second through %g Mbit/s, %v", slowLink.rate*8/1e6, slowLink.delay), "fps", "higher", d.slow, p.slow),
+			figure(mc.name+", "+peer+fmt.Sprintf(": page frames shown per second through %g Mbit/s, %v", longLink.rate*8/1e6, longLink.delay), "fps", "higher", d.long, p.long),
+			figure(mc.name+", "+peer+": JPEG quality, direct", "IJG", "info", d.quality, p.quality),
+			figure(mc.name+", "+peer+fmt.Sprintf(": JPEG quality through %g Mbit/s, %v", longLink.rate*8/1e6, longLink.delay), "IJG", "info", d.longQuality, p.longQuality),
+			figure(mc.name+", "+peer+fmt.Sprintf(": page frames shown per second, %d viewers", crowd+1), "fps", "higher", d.ten, p.ten),
+			figure(mc.name+", "+peer+fmt.Sprintf(": CPU per frame shown, %d viewers", crowd+1), "ms", "lower", d.tenCPU, p.tenCPU),
+			figure(mc.name+", "+peer+": page frames shown per second beside a stalled viewer", "fps", "higher", d.stalled, p.stalled),
 		)
 	}
 	return figs, mc.name + ": " + mc.describe, nil
@@ -208,24 +255,41 @@ func last(v []float64) float64 {
 	return v[len(v)-1]
 }
 
+// motionLinks are the simulated links the rounds use.
+type motionLinks struct{ slow, long *shaper }
+
 // motionRound measures side s once: frames, bytes and CPU; clicks; the
-// slow link. Only its page draws meanwhile.
-func motionRound(ctx context.Context, nv *novncViewer, sh *shaper, s *motionSide, pages []*pageConn) error {
+// links; many viewers; a stalled viewer. Only its page draws meanwhile;
+// on a drag class the pointer drags while noVNC watches, not while it
+// clicks.
+func motionRound(ctx context.Context, nv *novncViewer, links motionLinks, mc motionClass, s *motionSide, pages []*pageConn) error {
 	for _, p := range pages {
 		if _, err := p.eval(ctx, fmt.Sprintf("(window.paused = %t, 0)", p != s.page)); err != nil {
 			return fmt.Errorf("pause the pages: %w", err)
 		}
 	}
 	time.Sleep(300 * time.Millisecond)
+	watch := func(url string) (novncResult, error) {
+		if mc.drag {
+			stop, err := startDrag(ctx, s.display, s.tag.Add(dragTitle))
+			if err != nil {
+				return novncResult{}, err
+			}
+			defer stop()
+		}
+		return nv.measure(ctx, url, rfbWindow, &s.tag, s.cpu)
+	}
 	d0, err := s.page.eval(ctx, "window.drawn")
 	if err != nil {
 		return err
 	}
 	t0 := time.Now()
-	r, err := nv.measure(ctx, s.url, rfbWindow, &s.tag, s.cpu)
+	busy0, all0 := machineTicks()
+	r, err := watch(s.url)
 	if err != nil {
 		return fmt.Errorf("noVNC: %w", err)
 	}
+	busy1, all1 := machineTicks()
 	d1, err := s.page.eval(ctx, "window.drawn")
 	if err != nil {
 		return err
@@ -235,6 +299,7 @@ func motionRound(ctx context.Context, nv *novncViewer, sh *shaper, s *motionSide
 	s.kbps = append(s.kbps, r.pageFPS*r.kbPerPage*8)
 	s.cpuFrame = append(s.cpuFrame, r.cpuPerPage)
 	s.cpuSec = append(s.cpuSec, r.pageFPS*r.cpuPerPage/1000)
+	s.busy = append(s.busy, float64(busy1-busy0)/float64(max(all1-all0, 1)))
 
 	lat, err := nv.clicks(ctx, s.url, s.tag.Add(image.Pt(40, 0)), 30)
 	if err != nil {
@@ -243,11 +308,57 @@ func motionRound(ctx context.Context, nv *novncViewer, sh *shaper, s *motionSide
 	slices.Sort(lat)
 	s.clk50, s.clk90 = append(s.clk50, percentile(lat, 500)), append(s.clk90, percentile(lat, 900))
 
-	slow, err := nv.measure(ctx, sh.url(s.url), rfbWindow, &s.tag, s.cpu)
+	slow, err := watch(links.slow.url(s.url))
 	if err != nil {
 		return fmt.Errorf("noVNC through the slow link: %w", err)
 	}
 	s.slow = append(s.slow, slow.pageFPS)
+	long, err := watch(links.long.url(s.url))
+	if err != nil {
+		return fmt.Errorf("noVNC through the long link: %w", err)
+	}
+	s.long = append(s.long, long.pageFPS)
+	for _, q := range []struct {
+		url string
+		to  *[]float64
+	}{{s.url, &s.quality}, {links.long.url(s.url), &s.longQuality}} {
+		var stop func()
+		if mc.drag {
+			if stop, err = startDrag(ctx, s.display, s.tag.Add(dragTitle)); err != nil {
+				return err
+			}
+		}
+		v, err := jpegQuality(ctx, q.url, 4*time.Second)
+		if stop != nil {
+			stop()
+		}
+		if err != nil {
+			return fmt.Errorf("JPEG quality: %w", err)
+		}
+		*q.to = append(*q.to, v)
+	}
+
+	stop, err := others(ctx, s.url, crowd, false)
+	if err != nil {
+		return fmt.Errorf("%d viewers: %w", crowd, err)
+	}
+	ten, err := watch(s.url)
+	stop()
+	if err != nil {
+		return fmt.Errorf("noVNC among %d viewers: %w", crowd+1, err)
+	}
+	s.ten, s.tenCPU = append(s.ten, ten.pageFPS), append(s.tenCPU, ten.cpuPerPage)
+
+	if stop, err = others(ctx, s.url, 1, true); err != nil {
+		return fmt.Errorf("a stalled viewer: %w", err)
+	}
+	time.Sleep(2 * time.Second) // its buffers fill
+	stalled, err := watch(s.url)
+	stop()
+	if err != nil {
+		return fmt.Errorf("noVNC beside a stalled viewer: %w", err)
+	}
+	s.stalled = append(s.stalled, stalled.pageFPS)
 	return nil
 }
 
@@ -315,18 +426,30 @@ type pageConn struct {
 	v    *novncViewer // only its connection and ids
 }
 
+// eval evaluates expr in the page. The connection is idle between
+// calls, for a minute and more, and reads nothing meanwhile: a relay that
+// pings it (deskd's does) may end it, so a call that finds it gone
+// dials again once.
 func (p *pageConn) eval(ctx context.Context, expr string) (float64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	if p.v == nil {
-		c, err := dialPage(ctx, p.base, func(u string) bool { return strings.HasPrefix(u, "data:text/html") })
-		if err != nil {
-			return 0, fmt.Errorf("the page at %s: %w", p.base, err)
+	var s string
+	var err error
+	for try := range 2 {
+		if p.v == nil {
+			c, err := dialPage(ctx, p.base, func(u string) bool { return strings.HasPrefix(u, "data:text/html") })
+			if err != nil {
+				return 0, fmt.Errorf("the page at %s: %w", p.base, err)
+			}
+			c.SetReadLimit(1 << 20)
+			p.v = &novncViewer{c: c}
 		}
-		c.SetReadLimit(1 << 20)
-		p.v = &novncViewer{c: c}
+		if s, err = p.v.eval(ctx, "String("+expr+")"); err == nil || try == 1 || ctx.Err() != nil {
+			break
+		}
+		p.close()
+		p.v = nil
 	}
-	s, err := p.v.eval(ctx, "String("+expr+")")
 	if err != nil {
 		return 0, err
 	}
@@ -433,4 +556,75 @@ func startTigerVNC(ctx context.Context, xtigervnc, websockify, chromium, page st
 		return nil, fmt.Errorf("Xtigervnc's Chromium: %w", err)
 	}
 	return s, nil
+}
+
+// startDrag presses the pointer's button at title on display and moves
+// the pointer by XTEST 60 times a second, around where it started, until
+// stop releases it there.
+func startDrag(ctx context.Context, display string, title image.Point) (stop func(), err error) {
+	c, err := xgb.NewConnDisplay(display)
+	if err != nil {
+		return nil, fmt.Errorf("drag: %w", err)
+	}
+	if err := xtest.Init(c); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("drag: XTEST: %w", err)
+	}
+	root := xproto.Setup(c).DefaultScreen(c).Root
+	fake := func(typ, button byte, p image.Point) {
+		xtest.FakeInput(c, typ, button, 0, root, int16(p.X), int16(p.Y), 0)
+	}
+	fake(xproto.MotionNotify, 0, title)
+	fake(xproto.ButtonPress, 1, title)
+	if _, err := xproto.GetInputFocus(c).Reply(); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("drag: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(time.Second / 60)
+		defer t.Stop()
+		t0 := time.Now()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			s := time.Since(t0).Seconds()
+			fake(xproto.MotionNotify, 0, title.Add(image.Pt(int(280*math.Sin(2*math.Pi*s/4)), int(100*math.Sin(2*math.Pi*s/3)))))
+			xproto.GetInputFocus(c).Reply() // one move at a time: no queue in the X server
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+		fake(xproto.MotionNotify, 0, title)
+		fake(xproto.ButtonRelease, 1, title)
+		xproto.GetInputFocus(c).Reply()
+		c.Close()
+	}, nil
+}
+
+// machineTicks returns the CPU ticks of the whole machine so far: those
+// spent working, and all (/proc/stat).
+func machineTicks() (busy, all uint64) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	for i, f := range strings.Fields(line)[1:] {
+		v, _ := strconv.ParseUint(f, 10, 64)
+		if i >= 8 { // guest time is counted in user time already
+			break
+		}
+		all += v
+		if i != 3 && i != 4 { // idle, iowait
+			busy += v
+		}
+	}
+	return busy, all
 }

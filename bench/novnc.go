@@ -103,8 +103,15 @@ const novncConnect = `(async () => {
   const el = document.createElement("div");
   el.style.cssText = "width:1280px;height:800px";
   document.body.appendChild(el);
+  const errors = [];
+  if (!console.error.kept) { // noVNC says why it gave up on the console only
+    const e = console.error, kept = (...a) => { (window.nv?.errors ?? errors).push(a.join(" ")); e(...a); };
+    kept.kept = true;
+    console.error = kept;
+    (await import("/vendor/novnc/core/util/logging.js")).initLogging("error"); // its Log takes console.error when set
+  }
   const ws = new WebSocket(%q, ["binary"]);
-  const nv = window.nv = {bytes: 0, el};
+  const nv = window.nv = {bytes: 0, el, errors};
   ws.addEventListener("message", e => { nv.bytes += e.data.byteLength ?? e.data.size ?? e.data.length; });
   nv.rfb = new RFB(el, ws, {shared: true});
   nv.rfb.qualityLevel = 6;
@@ -124,6 +131,7 @@ const novncConnect = `(async () => {
 const novncSample = `(async () => {
   const nv = window.nv;
   const canvas = nv.el.querySelector("canvas");
+  if (!canvas) throw new Error("noVNC disconnected: " + nv.errors.join("; "));
   const small = document.createElement("canvas");
   small.width = 320; small.height = 200;
   const sc = small.getContext("2d", {willReadFrequently: true});

@@ -32,6 +32,14 @@ type viewer struct {
 	tightZ [4]inflater
 	zrle   inflater
 	buf    []byte
+	// skim: read every message whole, decode no pixels (a crowd of
+	// viewers costs the bench little more than their bytes).
+	skim bool
+	// onJPEG, if set, sees each Tight JPEG rectangle's data.
+	onJPEG func([]byte)
+	// cu: take continuous updates when the server offers them (as noVNC
+	// does); fences are answered in any case.
+	cu bool
 }
 
 // countingReader counts the bytes a viewer receives.
@@ -75,6 +83,12 @@ func (z *inflater) inflate(chunk []byte, n int) ([]byte, error) {
 // Encodings as noVNC sends them (RFC 6143 §7.7, rfbproto).
 var viewerEncodings = []int32{1 /* CopyRect */, 7 /* Tight */, 16 /* ZRLE */, 0 /* Raw */, -32 + 6 /* JPEG quality 6 */, -256 + 2, /* compress 2 */
 	-223 /* DesktopSize */, -224 /* LastRect */, -308 /* ExtendedDesktopSize */}
+
+// The pseudo-encodings a viewer takes continuous updates with.
+const (
+	encContinuousUpdates = -313
+	encFence             = -312
+)
 
 // rawEncodings asks for uncompressed pixels: what a transport carries
 // when it is the bottleneck.
@@ -187,6 +201,29 @@ func (v *viewer) next() (int, error) {
 		case 0: // FramebufferUpdate
 		case 2: // Bell
 			continue
+		case 150: // EndOfContinuousUpdates: the server offers them
+			if v.cu {
+				b := []byte{150, 1, 0, 0, 0, 0}
+				b = be.AppendUint16(b, uint16(v.w))
+				if _, err := v.conn.Write(be.AppendUint16(b, uint16(v.h))); err != nil {
+					return 0, err
+				}
+			}
+			continue
+		case 248: // ServerFence: answered at once, as noVNC does
+			h, err := v.read(8)
+			if err != nil {
+				return 0, err
+			}
+			p, err := v.read(int(h[7]))
+			if err != nil {
+				return 0, err
+			}
+			flags := be.Uint32(h[3:]) &^ (1 << 31)
+			if _, err := v.conn.Write(append(be.AppendUint32([]byte{248, 0, 0, 0}, flags), append([]byte{byte(len(p))}, p...)...)); err != nil {
+				return 0, err
+			}
+			continue
 		case 3: // ServerCutText
 			h, err := v.read(7)
 			if err != nil {
@@ -228,13 +265,13 @@ func (v *viewer) next() (int, error) {
 }
 
 func (v *viewer) rect(r image.Rectangle, enc int32) error {
-	if enc != -223 && enc != -308 && !v.inside(r) {
+	if enc != -223 && enc != -308 && enc != -239 && !v.inside(r) {
 		return errors.New("outside the framebuffer")
 	}
 	switch enc {
 	case 0:
 		b, err := v.read(r.Dx() * r.Dy() * 4)
-		if err != nil {
+		if err != nil || v.skim {
 			return err
 		}
 		v.put(r, func(i int) uint32 { return uint32(b[4*i])<<16 | uint32(b[4*i+1])<<8 | uint32(b[4*i+2]) }) // R, G, B, X
@@ -245,6 +282,9 @@ func (v *viewer) rect(r image.Rectangle, enc int32) error {
 			return err
 		}
 		sx, sy := int(binary.BigEndian.Uint16(b)), int(binary.BigEndian.Uint16(b[2:]))
+		if v.skim {
+			return nil
+		}
 		if !v.inside(r.Sub(r.Min).Add(image.Pt(sx, sy))) {
 			return errors.New("CopyRect source outside the framebuffer")
 		}
@@ -254,6 +294,9 @@ func (v *viewer) rect(r image.Rectangle, enc int32) error {
 		}
 		v.put(r, func(i int) uint32 { return src[i] })
 		return nil
+	case -239: // Cursor: its pixels and mask
+		_, err := v.read(r.Dx()*r.Dy()*4 + (r.Dx()+7)/8*r.Dy())
+		return err
 	case 7:
 		return v.tight(r)
 	case 16:
@@ -351,6 +394,12 @@ func (v *viewer) tight(r image.Rectangle) error {
 		if err != nil {
 			return err
 		}
+		if v.onJPEG != nil {
+			v.onJPEG(b)
+		}
+		if v.skim {
+			return nil
+		}
 		img, err := jpeg.Decode(bytes.NewReader(b))
 		if err != nil {
 			return err
@@ -412,12 +461,15 @@ func (v *viewer) tight(r image.Rectangle) error {
 			return err
 		}
 		z, err := v.read(n)
-		if err != nil {
+		if err != nil || v.skim {
 			return err
 		}
 		if data, err = v.tightZ[stream].inflate(bytes.Clone(z), size); err != nil {
 			return err
 		}
+	}
+	if v.skim {
+		return nil
 	}
 	switch {
 	case filter == 1 && len(pal) == 2:
@@ -471,7 +523,7 @@ func (v *viewer) zrleRect(r image.Rectangle) error {
 		return err
 	}
 	z, err := v.read(int(binary.BigEndian.Uint32(b)))
-	if err != nil {
+	if err != nil || v.skim {
 		return err
 	}
 	z = bytes.Clone(z)
