@@ -131,7 +131,7 @@ func TestCongestion(t *testing.T) {
 				first = false
 				return 400 << 10
 			}
-			return photoSize(100<<10)(level)
+			return photoSize(100 << 10)(level)
 		}
 		r := simulate(&c, fixed(path{100 * mbit, 75 * time.Millisecond}), 6, 60, size, 5*time.Second)
 		if l := slices.Min(r.levels); l != 6 {
