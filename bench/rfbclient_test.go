@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"context"
 	"image"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -125,7 +127,10 @@ func FuzzViewerNext(f *testing.F) {
 	f.Add([]byte{3, 0, 0, 0, 0, 0, 0, 2, 'h', 'i', 0, 0, 0, 0})
 	f.Add([]byte{0, 0, 0, 1, 0, 0, 0, 0, 0, 4, 0, 4, 0, 0, 0, 16, 0, 0, 0, 3, 1, 2, 3})
 	f.Fuzz(func(t *testing.T, b []byte) {
-		v := &viewer{w: 16, h: 16, fb: make([]uint32, 256)}
+		c, server := net.Pipe() // fences and the continuous-updates offer are answered
+		defer c.Close()
+		go io.Copy(io.Discard, server)
+		v := &viewer{conn: c, w: 16, h: 16, fb: make([]uint32, 256), cu: true}
 		v.count = &countingReader{r: bytes.NewReader(b)}
 		v.br = bufio.NewReader(v.count)
 		for range 4 {
