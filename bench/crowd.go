@@ -130,17 +130,25 @@ func ijgQuality(jpg []byte) (int, bool) {
 	}
 	best, bestDiff := 0, -1
 	for q := 1; q <= 100; q++ {
-		scale := 200 - 2*q
-		if q < 50 {
-			scale = 5000 / q
-		}
-		s := 0
-		for _, b := range ijgLuma {
-			s += min(max((b*scale+50)/100, 1), 255)
-		}
+		s := ijgLumaSums[q]
 		if d := max(s-sum, sum-s); bestDiff < 0 || d < bestDiff {
 			best, bestDiff = q, d
 		}
 	}
 	return best, true
 }
+
+// ijgLumaSums[q] is the sum of ijgLuma scaled to quality q as libjpeg
+// scales it (computed once: every JPEG rectangle a viewer gets is read).
+var ijgLumaSums = func() (sums [101]int) {
+	for q := 1; q <= 100; q++ {
+		scale := 200 - 2*q
+		if q < 50 {
+			scale = 5000 / q
+		}
+		for _, b := range ijgLuma {
+			sums[q] += min(max((b*scale+50)/100, 1), 255)
+		}
+	}
+	return sums
+}()

@@ -269,15 +269,24 @@ func motionRound(ctx context.Context, nv *novncViewer, links motionLinks, mc mot
 		}
 	}
 	time.Sleep(300 * time.Millisecond)
-	watch := func(url string) (novncResult, error) {
+	// dragged runs fn while the pointer drags the page's window, on a
+	// drag class.
+	dragged := func(fn func() error) error {
 		if mc.drag {
 			stop, err := startDrag(ctx, s.display, s.tag.Add(dragTitle))
 			if err != nil {
-				return novncResult{}, err
+				return err
 			}
 			defer stop()
 		}
-		return nv.measure(ctx, url, rfbWindow, &s.tag, s.cpu)
+		return fn()
+	}
+	watch := func(url string) (r novncResult, err error) {
+		err = dragged(func() error {
+			r, err = nv.measure(ctx, url, rfbWindow, &s.tag, s.cpu)
+			return err
+		})
+		return r, err
 	}
 	d0, err := s.page.eval(ctx, "window.drawn")
 	if err != nil {
@@ -322,17 +331,11 @@ func motionRound(ctx context.Context, nv *novncViewer, links motionLinks, mc mot
 		url string
 		to  *[]float64
 	}{{s.url, &s.quality}, {links.long.url(s.url), &s.longQuality}} {
-		var stop func()
-		if mc.drag {
-			if stop, err = startDrag(ctx, s.display, s.tag.Add(dragTitle)); err != nil {
-				return err
-			}
-		}
-		v, err := jpegQuality(ctx, q.url, 4*time.Second)
-		if stop != nil {
-			stop()
-		}
-		if err != nil {
+		var v float64
+		if err := dragged(func() (err error) {
+			v, err = jpegQuality(ctx, q.url, 4*time.Second)
+			return err
+		}); err != nil {
 			return fmt.Errorf("JPEG quality: %w", err)
 		}
 		*q.to = append(*q.to, v)
