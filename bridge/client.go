@@ -496,7 +496,7 @@ func (c *client) writeLoop(ctx context.Context) error {
 				// for one encoding instead of one each).
 				box = r
 			}
-			if box.Y == run.Y && box.H == run.H && box.X == run.X+run.W {
+			if box.continues(run) {
 				run.W += box.W
 			} else {
 				if !run.Empty() {
@@ -806,7 +806,7 @@ func (e *encoder) appendTightMerged(dst []byte, f *Frame, rects []Rect) ([]byte,
 			dst = appendRectHeader(dst, r, EncTight)
 			dst = e.encodeTightAs(dst, f, r, few)
 			n++
-		case !run.Empty() && r.Y == run.Y && r.H == run.H && r.X == run.X+run.W && run.W+r.W <= mergeJPEGWidth:
+		case !run.Empty() && r.continues(run) && run.W+r.W <= mergeJPEGWidth:
 			run.W += r.W
 		default:
 			dst, n = e.appendJPEGRect(dst, f, run, n)

@@ -152,6 +152,10 @@ type Rect struct{ X, Y, W, H int }
 
 func (r Rect) Empty() bool { return r.W <= 0 || r.H <= 0 }
 
+// continues reports whether r lies right after run in the same row (the
+// same rows, starting where run ends): the two make one rectangle.
+func (r Rect) continues(run Rect) bool { return r.Y == run.Y && r.H == run.H && r.X == run.X+run.W }
+
 // Intersect returns the overlap of r and o.
 func (r Rect) Intersect(o Rect) Rect {
 	x0, y0 := max(r.X, o.X), max(r.Y, o.Y)
