@@ -40,6 +40,10 @@ type Spec struct {
 	Credential *syscall.Credential
 	// ExtraFiles become fds 3, 4, ... in the child.
 	ExtraFiles []*os.File
+	// Stdin and Stdout, when set, are the child's (a pipe it is fed
+	// through and one it answers on); otherwise it reads nothing and its
+	// stdout goes where its stderr goes.
+	Stdin, Stdout *os.File
 	// StopSignal is sent first by Stop (default SIGTERM).
 	StopSignal syscall.Signal
 }
@@ -163,6 +167,12 @@ func (s *Spawner) Start(spec Spec) (*Process, error) {
 		out = io.MultiWriter(f, p.tail)
 	}
 	cmd.Stdout, cmd.Stderr = out, out
+	if spec.Stdin != nil {
+		cmd.Stdin = spec.Stdin
+	}
+	if spec.Stdout != nil {
+		cmd.Stdout = spec.Stdout
+	}
 
 	if err := s.Do(cmd.Start); err != nil {
 		p.closeLog()
