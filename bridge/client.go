@@ -188,6 +188,7 @@ type client struct {
 	clipSeen                             int       // serial of the clipboard the viewer has
 	size                                 *sizeNote // a size message the viewer is owed
 	copyRect                             bool      // it takes CopyRect
+	h264                                 bool      // it takes Open H.264 (video.go)
 	copy                                 *scroll   // a move it is owed, sent before any pixels
 	flow                                 flow      // continuous updates and fences
 	key                                  encKey    // settings of its last update (for sharing)
@@ -222,6 +223,7 @@ type client struct {
 	sendRects  []Rect
 	fbW, fbH   int // the framebuffer size the viewer knows
 	out        []byte
+	video      videoState // the video stream it follows (c.mu)
 }
 
 func (c *client) poke() {
@@ -259,6 +261,7 @@ func (c *client) readLoop(ctx context.Context, br *bufio.Reader) error {
 			c.encodings, c.quality, c.level = m.Encodings, -1, 1
 			c.extClip = slices.Contains(m.Encodings, EncExtendedClipboard)
 			c.copyRect = slices.Contains(m.Encodings, EncCopyRect)
+			c.h264 = slices.Contains(m.Encodings, EncH264)
 			c.setEncodingsFlow(slices.Contains(m.Encodings, EncContinuousUpdates), slices.Contains(m.Encodings, EncFence))
 			if slices.Contains(m.Encodings, EncExtendedDesktopSize) && !c.extSizeSent {
 				// The first update after this says the size (rfbproto): it
@@ -402,14 +405,16 @@ func (c *client) writeLoop(ctx context.Context) error {
 			continue
 		}
 		cursor := c.pendingCursor(cur)
+		c.followVideo()
+		videoDue := c.videoDue()
 		req, push := c.request, false
 		if !c.requested { // under continuous updates no request is needed
 			req, push = c.pushing()
-			if !push && c.flow.enabled && c.dirty.n > 0 {
+			if !push && c.flow.enabled && (c.dirty.n > 0 || videoDue) {
 				c.cong.held()
 			}
 		}
-		if (!c.requested && !push) || (c.dirty.n == 0 && cursor == nil && c.copy == nil) {
+		if (!c.requested && !push) || (c.dirty.n == 0 && cursor == nil && c.copy == nil && !videoDue) {
 			c.mu.Unlock()
 			continue
 		}
@@ -421,7 +426,15 @@ func (c *client) writeLoop(ctx context.Context) error {
 		}
 		rects := c.dirty.take(req)
 		gen := c.markedGen
-		if len(rects) == 0 && cursor == nil && cp == nil {
+		c.video.pics = c.video.pics[:0]
+		if vs := c.video.st; vs != nil {
+			// The region goes as video: its tiles not as pixels.
+			rects = cutOut(rects, vs.region)
+			if videoDue && contains(req, vs.region) {
+				c.takeVideo()
+			}
+		}
+		if len(rects) == 0 && cursor == nil && cp == nil && len(c.video.pics) == 0 {
 			c.mu.Unlock()
 			continue
 		}
@@ -525,7 +538,7 @@ func (c *client) writeLoop(ctx context.Context) error {
 			c.mu.Unlock()
 			c.poke()
 		}
-		if len(send) == 0 && cursor == nil && cp == nil {
+		if len(send) == 0 && cursor == nil && cp == nil && len(c.video.pics) == 0 {
 			// The viewer has all of it already (a tile that changed and
 			// changed back): nothing to send, its request still stands.
 			if !push {
@@ -674,6 +687,10 @@ func (c *client) sendUpdate(rects []Rect, encoding int32, cursor *cursorShape, c
 	}
 	if cp != nil { // before any pixels: they are newer than what it moves
 		c.out = appendCopyRect(c.out, *cp)
+	}
+	if len(c.video.pics) > 0 {
+		c.out = c.appendVideo(c.out)
+		n++
 	}
 	if total := area(rects); encoding == EncTight && total >= parallelArea && len(rects) > 1 && c.s.cfg.Cores.N() > 1 {
 		// Two halves of equal area at once, each with its own Tight

@@ -56,6 +56,10 @@ const (
 	EncZlib     = 6
 	EncTight    = 7
 	EncZRLE     = 16
+	// EncH264 is Open H.264 as noVNC 1.7 reads it: u32 length, u32 flags
+	// (bit 0 reset this rectangle's decoder, bit 1 reset all), then length
+	// bytes of Annex-B, whole pictures; decoders are kept per rectangle.
+	EncH264 = 50
 
 	EncDesktopSize         = -223
 	EncLastRect            = -224

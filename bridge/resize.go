@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"image"
 	"slices"
+	"time"
 )
 
 // ResizableScreen is a Screen whose size can change: viewers may set it
@@ -105,6 +106,9 @@ func (s *Server) applySize(w, h int, from *client, scratch **Frame) bool {
 		s.log.Warn("capture after resize failed", "err", err)
 	}
 	s.fb = fb
+	s.video.mu.Lock()
+	s.setRegion(Rect{}, time.Now().UnixNano()) // its streams were for the old screen
+	s.video.mu.Unlock()
 	s.bumpVersions()
 	s.sums.reset(h)
 	*scratch = NewFrame(w, h)

@@ -76,6 +76,11 @@ type Config struct {
 	// Cores, when the daemon runs on one P, is widened while a big
 	// update is encoded on two (nil: the runtime's own setting).
 	Cores *cores.Cores
+	// Video, when set, starts an H.264 encoder for w×h frames at a JPEG
+	// quality level (0-9): viewers that take encoding 50 then get the
+	// part of the screen that keeps moving as video (video.go). Nil:
+	// encoding 50 is never used.
+	Video func(w, h, quality int) (VideoEncoder, error)
 }
 
 // DefaultMaxViewers is Config.MaxViewers' default.
@@ -107,6 +112,8 @@ type Server struct {
 	versions   []uint64       // per tile: content version (s.mu)
 	gen        uint64         // last version given (s.mu)
 	cache      tileCache      // tiles encoded once for viewers with equal settings
+	motion     motion         // the capture loop's: which tiles keep changing
+	video      video          // video mode (video.go)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -182,12 +189,23 @@ func (s *Server) captureLoop() {
 		sizeChanged = rs.SizeChanged()
 	}
 	defer s.verify.stop()
+	videoCheck := time.NewTimer(time.Hour) // owned here: armed while video mode is on
+	videoCheck.Stop()
+	defer videoCheck.Stop()
+	videoArmed := false
 	for {
 		var damaged []Rect
 		exact := false
 		select {
 		case <-s.ctx.Done():
 			return
+		case now := <-videoCheck.C:
+			videoArmed = false
+			if d := s.videoIdleCheck(now); d > 0 {
+				videoCheck.Reset(d)
+				videoArmed = true
+			}
+			continue
 		case req := <-s.resizeCh:
 			s.setDesktopSize(req, &scratch)
 			continue
@@ -251,6 +269,13 @@ func (s *Server) captureLoop() {
 		}
 		if len(changed) == 0 {
 			continue
+		}
+		if s.cfg.Video != nil && sc == nil {
+			s.noteMotion(changed, time.Now())
+			if !videoArmed && !s.videoRegion().Empty() {
+				videoCheck.Reset(videoIdle)
+				videoArmed = true
+			}
 		}
 		s.mu.RLock()
 		for c := range s.clients {

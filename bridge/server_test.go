@@ -125,6 +125,7 @@ type rfbClient struct {
 	sizes  []Rect // size pseudo-rectangles received (x: reason, y: status)
 	copies int    // CopyRect rectangles applied
 	jpegs  int    // Tight rectangles that came as JPEG
+	videos []videoRect
 }
 
 type cursorSeen struct {
@@ -287,6 +288,12 @@ func (c *rfbClient) update() []Rect {
 				copy(c.fb[(r.Y+y)*c.w+r.X:], tmp[y*r.W:(y+1)*r.W])
 			}
 			c.copies++
+			rects = append(rects, r)
+			continue
+		}
+		if enc == EncH264 {
+			hd := c.read(8)
+			c.videos = append(c.videos, videoRect{r: r, flags: binary.BigEndian.Uint32(hd[4:]), data: c.read(int(binary.BigEndian.Uint32(hd)))})
 			rects = append(rects, r)
 			continue
 		}

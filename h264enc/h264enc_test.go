@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cubepod/deskd/internal/testenv"
 	"github.com/cubepod/deskd/proc"
 )
 
@@ -19,9 +20,10 @@ import (
 // is not installed (CI installs it).
 func startX264(t testing.TB, w, h int, tweak func(*Config)) *Encoder {
 	t.Helper()
+	testenv.LookPath(t, "x264")
 	x, sb, err := Find("")
 	if err != nil {
-		t.Skipf("no encoder: %v", err)
+		t.Fatal(err)
 	}
 	sp := proc.NewSpawner()
 	t.Cleanup(sp.Close)

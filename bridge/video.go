@@ -1,0 +1,529 @@
+package bridge
+
+import (
+	"encoding/binary"
+	"math"
+	"sync"
+	"time"
+)
+
+// Video mode: where a large part of the screen keeps changing (a video,
+// an animation, a game), viewers that take RFB encoding 50 (Open H.264)
+// get that part as H.264 pictures from an encoder child, and the rest of
+// the screen as before. Still content (text, a scrolled page, typing)
+// never qualifies: a tile must change at some 17 times a second or more,
+// sustained, and the moving tiles must fill a fifth of the screen.
+//
+// One stream encodes the region for all viewers at the same quality
+// tier: each viewer gets every picture since its last update (pictures
+// reference the one before), concatenated into one rectangle; noVNC
+// decodes them all and shows the last. A viewer that joins, or that fell
+// further behind than the stream keeps, starts again from a key frame the
+// stream makes for it.
+
+// VideoEncoder encodes frames of one size as H.264 (h264enc's Encoder
+// implements it).
+type VideoEncoder interface {
+	// Encode appends the picture of the BGRX frame whose pixel (x, y)
+	// is at pix[y*stride+4*x] to dst as Annex-B (SPS and PPS before a
+	// key frame), a key frame when key; it reports whether it made one.
+	Encode(dst, pix []byte, stride int, key bool) ([]byte, bool, error)
+	Close() error
+}
+
+// Video mode's rule and bounds.
+const (
+	heatTau       = 500 * time.Millisecond // a tile's change count decays by e in this long
+	hotScore      = 9                      // a tile changing ~17+ times a second, sustained, scores above
+	videoMinShare = 5                      // the region is at least 1/videoMinShare of the screen
+	videoMinFill  = 50                     // percent of the region's tiles that move
+	videoSettle   = 300 * time.Millisecond // a region holds this long before video starts there
+	videoIdle     = 500 * time.Millisecond // no change in the region this long ends it
+	videoRing     = 32                     // pictures a stream keeps for viewers behind
+	streamLinger  = 3 * time.Second        // a stream nobody follows stops after this
+	videoRetry    = 10 * time.Second       // after an encoder failed, no new one before this
+	h264ResetThis = 1                      // encoding 50's flags: reset this rectangle's decoder
+)
+
+// motion is the capture loop's account of which tiles keep changing.
+type motion struct {
+	score  []float32 // per tile, at at[i]
+	at     []int64   // unix nanoseconds
+	cols   int
+	w, h   int
+	cand   Rect  // a region found, not yet settled
+	candAt int64 // since when
+}
+
+// heat notes the tiles of changed (a capture's changed tiles) at now and
+// returns the region that qualifies now (empty when none).
+func (m *motion) heat(changed []Rect, w, h int, now int64) Rect {
+	cols, rows := (w+tile-1)/tile, (h+tile-1)/tile
+	if m.w != w || m.h != h {
+		*m = motion{score: make([]float32, cols*rows), at: make([]int64, cols*rows), cols: cols, w: w, h: h}
+	}
+	for _, r := range changed {
+		for ty := r.Y / tile; ty <= (r.Y+r.H-1)/tile; ty++ {
+			for tx := r.X / tile; tx <= (r.X+r.W-1)/tile; tx++ {
+				i := ty*cols + tx
+				m.score[i] = m.decayed(i, now) + 1
+				m.at[i] = now
+			}
+		}
+	}
+	x0, y0, x1, y1, hot := cols, rows, -1, -1, 0
+	for i := range m.score {
+		if m.score[i] < hotScore || m.decayed(i, now) < hotScore {
+			continue
+		}
+		tx, ty := i%cols, i/cols
+		x0, y0, x1, y1 = min(x0, tx), min(y0, ty), max(x1, tx), max(y1, ty)
+		hot++
+	}
+	if hot == 0 {
+		return Rect{}
+	}
+	box := (x1 - x0 + 1) * (y1 - y0 + 1)
+	r := Rect{x0 * tile, y0 * tile, min((x1+1)*tile, w) - x0*tile, min((y1+1)*tile, h) - y0*tile}
+	r.W, r.H = r.W&^1, r.H&^1 // 4:2:0: even sides (a last odd column or row goes as before)
+	if 100*hot < videoMinFill*box || videoMinShare*r.W*r.H < w*h {
+		return Rect{}
+	}
+	return r
+}
+
+func (m *motion) decayed(i int, now int64) float32 {
+	if m.score[i] == 0 {
+		return 0
+	}
+	return m.score[i] * float32(math.Exp(-float64(now-m.at[i])/float64(heatTau)))
+}
+
+// settle takes the region heat found at now and returns the one video
+// mode should use: a new region only after it held for videoSettle.
+func (m *motion) settle(found, current Rect, now int64) (Rect, bool) {
+	if found.Empty() || found == current {
+		m.cand = Rect{}
+		return current, false
+	}
+	if found != m.cand {
+		m.cand, m.candAt = found, now
+		return current, false
+	}
+	if now-m.candAt < int64(videoSettle) {
+		return current, false
+	}
+	m.cand = Rect{}
+	return found, true
+}
+
+// video is the server's video mode: the region and its streams.
+type video struct {
+	mu          sync.Mutex // guards the fields below; taken after c.mu, never before
+	region      Rect
+	lastMove    int64 // last change in the region
+	streams     map[int]*vstream
+	brokenUntil int64 // an encoder failed: none is started before this
+}
+
+// videoTier is the stream quality a viewer's JPEG quality level gets:
+// four tiers, so viewers share streams and a quality that moves by a
+// level does not start a new stream each time.
+func videoTier(quality int) int {
+	switch {
+	case quality <= 2:
+		return 1
+	case quality <= 4:
+		return 4
+	case quality <= 7:
+		return 6
+	}
+	return 8
+}
+
+// noteMotion is the capture loop's: it feeds the changed tiles of a
+// capture to the rule, moves the region when it settled elsewhere, and
+// has the streams encode when the region changed.
+func (s *Server) noteMotion(changed []Rect, now time.Time) {
+	ns := now.UnixNano()
+	found := s.motion.heat(changed, s.fb.W, s.fb.H, ns)
+	v := &s.video
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if next, ok := s.motion.settle(found, v.region, ns); ok {
+		s.setRegion(next, ns)
+	}
+	if v.region.Empty() {
+		return
+	}
+	moved := false
+	for _, r := range changed {
+		if !r.Intersect(v.region).Empty() {
+			moved = true
+			break
+		}
+	}
+	if !moved {
+		return
+	}
+	v.lastMove = ns
+	for _, st := range v.streams {
+		st.kickEncoder()
+	}
+}
+
+// videoIdleCheck ends video mode once the region has been still for
+// videoIdle; it returns when to check again (0: no region).
+func (s *Server) videoIdleCheck(now time.Time) time.Duration {
+	v := &s.video
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.region.Empty() {
+		return 0
+	}
+	if left := time.Duration(v.lastMove + int64(videoIdle) - now.UnixNano()); left > 0 {
+		return left
+	}
+	s.setRegion(Rect{}, now.UnixNano())
+	return 0
+}
+
+// setRegion moves video mode to r (empty: ends it) and stops the streams
+// of the old region. Callers hold s.video.mu.
+func (s *Server) setRegion(r Rect, now int64) {
+	v := &s.video
+	if r == v.region {
+		return
+	}
+	if !r.Empty() {
+		s.log.Debug("video region", "x", r.X, "y", r.Y, "w", r.W, "h", r.H)
+	} else {
+		s.log.Debug("video region ends")
+	}
+	for tier, st := range v.streams {
+		delete(v.streams, tier)
+		st.close()
+	}
+	v.region, v.lastMove = r, now
+}
+
+// streamFor returns the stream of the current region at tier, starting
+// it, or nil when there is no region or encoders are failing.
+func (s *Server) streamFor(tier int) *vstream {
+	v := &s.video
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.region.Empty() || time.Now().UnixNano() < v.brokenUntil {
+		return nil
+	}
+	if st := v.streams[tier]; st != nil {
+		return st
+	}
+	if v.streams == nil {
+		v.streams = map[int]*vstream{}
+	}
+	st := &vstream{s: s, region: v.region, tier: tier, kick: make(chan struct{}, 1), stop: make(chan struct{}),
+		viewers: map[*client]struct{}{}}
+	v.streams[tier] = st
+	s.wg.Add(1)
+	go st.run()
+	return st
+}
+
+// vstream is one encoder's pictures of the region at one tier.
+type vstream struct {
+	s      *Server
+	region Rect
+	tier   int
+	kick   chan struct{} // the region changed: encode it
+	stop   chan struct{} // closed when the region moved on
+
+	mu      sync.Mutex // guards the fields below
+	pics    []videoPic // the last videoRing pictures, oldest first
+	seq     uint64     // the last picture's number (pictures count from 1)
+	wantKey bool
+	closed  bool
+	viewers map[*client]struct{}
+	alone   time.Time // when the last viewer left
+}
+
+type videoPic struct {
+	seq  uint64
+	key  bool
+	data []byte
+}
+
+func (st *vstream) kickEncoder() {
+	select {
+	case st.kick <- struct{}{}:
+	default:
+	}
+}
+
+// close stops the stream; its viewers are poked to leave it.
+func (st *vstream) close() {
+	st.mu.Lock()
+	if st.closed {
+		st.mu.Unlock()
+		return
+	}
+	st.closed = true
+	close(st.stop)
+	viewers := make([]*client, 0, len(st.viewers))
+	for c := range st.viewers {
+		viewers = append(viewers, c)
+	}
+	st.mu.Unlock()
+	for _, c := range viewers {
+		c.poke()
+	}
+}
+
+// run owns the stream's encoder: it encodes the region whenever kicked.
+func (st *vstream) run() {
+	s := st.s
+	defer s.wg.Done()
+	w, h := st.region.W, st.region.H
+	enc, err := s.cfg.Video(w, h, st.tier)
+	if err != nil {
+		st.fail(err)
+		return
+	}
+	defer enc.Close()
+	buf := make([]byte, 4*w*h)
+	check := time.NewTicker(time.Second) // owned here
+	defer check.Stop()
+	var out []byte
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-st.stop:
+			return
+		case now := <-check.C:
+			st.mu.Lock()
+			idle := len(st.viewers) == 0 && now.Sub(st.alone) > streamLinger
+			st.mu.Unlock()
+			if idle {
+				st.drop()
+				return
+			}
+			continue
+		case <-st.kick:
+		}
+		s.mu.RLock()
+		r := st.region
+		if r.X+r.W > s.fb.W || r.Y+r.H > s.fb.H { // resized: the region goes with it
+			s.mu.RUnlock()
+			continue
+		}
+		for y := range h {
+			i := (r.Y+y)*s.fb.Stride + 4*r.X
+			copy(buf[y*4*w:(y+1)*4*w], s.fb.Pix[i:i+4*w])
+		}
+		s.mu.RUnlock()
+		st.mu.Lock()
+		key := st.wantKey
+		st.wantKey = false
+		st.mu.Unlock()
+		var isKey bool
+		if out, isKey, err = enc.Encode(out[:0], buf, 4*w, key); err != nil {
+			st.fail(err)
+			return
+		}
+		st.mu.Lock()
+		st.seq++
+		if len(st.pics) == videoRing {
+			st.pics = append(st.pics[:0], st.pics[1:]...)
+		}
+		st.pics = append(st.pics, videoPic{seq: st.seq, key: isKey, data: append([]byte(nil), out...)})
+		for c := range st.viewers {
+			c.poke()
+		}
+		st.mu.Unlock()
+	}
+}
+
+// fail ends the stream after its encoder failed: its viewers go back to
+// what they had before, and no encoder is started for videoRetry.
+func (st *vstream) fail(err error) {
+	s := st.s
+	s.log.Warn("video encoder failed; viewers stay on their other encodings", "err", err)
+	s.video.mu.Lock()
+	s.video.brokenUntil = time.Now().Add(videoRetry).UnixNano()
+	s.video.mu.Unlock()
+	st.drop()
+}
+
+// drop takes the stream out of the server's and closes it.
+func (st *vstream) drop() {
+	v := &st.s.video
+	v.mu.Lock()
+	if v.streams[st.tier] == st {
+		delete(v.streams, st.tier)
+	}
+	v.mu.Unlock()
+	st.close()
+}
+
+// join adds c and has the next picture be a key frame, c's first.
+// It returns the number of the last picture before it.
+func (st *vstream) join(c *client) uint64 {
+	st.mu.Lock()
+	st.viewers[c] = struct{}{}
+	st.wantKey = true
+	seq := st.seq
+	st.mu.Unlock()
+	st.kickEncoder()
+	return seq
+}
+
+func (st *vstream) leave(c *client) {
+	st.mu.Lock()
+	delete(st.viewers, c)
+	if len(st.viewers) == 0 {
+		st.alone = time.Now()
+	}
+	st.mu.Unlock()
+}
+
+// videoState is a viewer's place in the stream it follows (writer only).
+type videoState struct {
+	st    *vstream
+	next  uint64 // the next picture it needs; 0: it waits for a key frame after join
+	join  uint64
+	reset bool // the next picture resets its decoder context
+	// pics are the pictures of the update being built.
+	pics [][]byte
+}
+
+// followVideo moves c to the stream it should follow now: that of the
+// region at its quality tier when it takes encoding 50 and JPEG, none
+// otherwise. Leaving a stream, the region goes again in c's other
+// encodings. Callers hold c.mu.
+func (c *client) followVideo() {
+	var want *vstream
+	if c.h264 && c.s.cfg.Video != nil && c.quality >= 0 {
+		want = c.s.streamFor(videoTier(c.cong.quality(c.quality)))
+	}
+	vs := &c.video
+	if want == vs.st {
+		return
+	}
+	if vs.st != nil {
+		vs.st.leave(c)
+		r := vs.st.region.Intersect(Rect{0, 0, c.fbW, c.fbH})
+		c.snap.forget(r) // the viewer has it as video: send it whole
+		c.dirty.mark(r)
+	}
+	*vs = videoState{st: want, pics: vs.pics[:0]}
+	if want != nil {
+		vs.join, vs.reset = want.join(c), true
+	}
+}
+
+// videoDue reports whether the stream c follows has pictures for it.
+// Callers hold c.mu.
+func (c *client) videoDue() bool {
+	vs := &c.video
+	if vs.st == nil {
+		return false
+	}
+	st := vs.st
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if vs.next == 0 {
+		for _, p := range st.pics {
+			if p.seq > vs.join && p.key {
+				return true
+			}
+		}
+		return false
+	}
+	if len(st.pics) > 0 && vs.next < st.pics[0].seq {
+		// Further behind than the stream keeps: a key frame again.
+		vs.next, vs.join, vs.reset = 0, st.seq, true
+		st.wantKey = true
+		st.kickEncoder()
+		return false
+	}
+	return st.seq >= vs.next
+}
+
+// takeVideo collects the pictures c gets in this update into
+// c.video.pics (shared slices: pictures are never written again).
+// Callers hold c.mu.
+func (c *client) takeVideo() {
+	vs := &c.video
+	vs.pics = vs.pics[:0]
+	if vs.st == nil {
+		return
+	}
+	st := vs.st
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, p := range st.pics {
+		switch {
+		case vs.next == 0 && p.seq > vs.join && p.key:
+			vs.next = p.seq
+		case vs.next == 0 || p.seq < vs.next:
+			continue
+		}
+		vs.pics = append(vs.pics, p.data)
+		vs.next = p.seq + 1
+	}
+}
+
+// appendVideo appends the H.264 rectangle of c's pictures (§ encoding 50
+// as noVNC reads it): the header, u32 length, u32 flags, Annex-B.
+func (c *client) appendVideo(dst []byte) []byte {
+	vs := &c.video
+	n := 0
+	for _, p := range vs.pics {
+		n += len(p)
+	}
+	dst = appendRectHeader(dst, vs.st.region, EncH264)
+	flags := uint32(0)
+	if vs.reset {
+		flags = h264ResetThis
+		vs.reset = false
+	}
+	dst = binary.BigEndian.AppendUint32(dst, uint32(n))
+	dst = binary.BigEndian.AppendUint32(dst, flags)
+	for _, p := range vs.pics {
+		dst = append(dst, p...)
+	}
+	return dst
+}
+
+// cutOut returns the parts of rs outside r.
+func cutOut(rs []Rect, r Rect) []Rect {
+	out := rs[:0:0]
+	for _, a := range rs {
+		in := a.Intersect(r)
+		if in.Empty() {
+			out = append(out, a)
+			continue
+		}
+		if in.Y > a.Y { // above
+			out = append(out, Rect{a.X, a.Y, a.W, in.Y - a.Y})
+		}
+		if in.X > a.X { // left
+			out = append(out, Rect{a.X, in.Y, in.X - a.X, in.H})
+		}
+		if e := in.X + in.W; e < a.X+a.W { // right
+			out = append(out, Rect{e, in.Y, a.X + a.W - e, in.H})
+		}
+		if e := in.Y + in.H; e < a.Y+a.H { // below
+			out = append(out, Rect{a.X, e, a.W, a.Y + a.H - e})
+		}
+	}
+	return out
+}
+
+// videoRegion is the region video mode is on, empty when off.
+func (s *Server) videoRegion() Rect {
+	s.video.mu.Lock()
+	defer s.video.mu.Unlock()
+	return s.video.region
+}

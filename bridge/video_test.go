@@ -1,0 +1,356 @@
+package bridge
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cubepod/deskd/h264enc"
+	"github.com/cubepod/deskd/internal/testenv"
+	"github.com/cubepod/deskd/proc"
+)
+
+// videoRect is an H.264 rectangle as the tests' viewer read it.
+type videoRect struct {
+	r     Rect
+	flags uint32
+	data  []byte
+}
+
+// nalTypes lists the NAL unit types of Annex-B data (3- or 4-byte start
+// codes), failing on anything else, as noVNC's parser does.
+func nalTypes(t *testing.T, b []byte) []int {
+	t.Helper()
+	var out []int
+	for i := 0; i < len(b); {
+		n := 0
+		switch {
+		case bytes.HasPrefix(b[i:], []byte{0, 0, 0, 1}):
+			n = 4
+		case bytes.HasPrefix(b[i:], []byte{0, 0, 1}):
+			n = 3
+		default:
+			t.Fatalf("no start code at %d: % x", i, b[i:min(i+8, len(b))])
+		}
+		if i+n >= len(b) || b[i+n]&0x80 != 0 {
+			t.Fatalf("a NAL unit without a header or with its forbidden bit at %d", i)
+		}
+		out = append(out, int(b[i+n]&0x1f))
+		next := bytes.Index(b[i+n:], []byte{0, 0, 1})
+		if next < 0 {
+			break
+		}
+		i += n + next
+		if b[i-1] == 0 {
+			i-- // a 4-byte start code
+		}
+	}
+	return out
+}
+
+// x264Encoders is a Config.Video with real x264 children; it counts
+// them and keeps the last one's pid.
+type x264Encoders struct {
+	t       *testing.T
+	sp      *proc.Spawner
+	x, sb   string
+	started atomic.Int32
+	pid     atomic.Int32
+	mu      sync.Mutex
+	sizes   []Rect
+	tiers   []int
+}
+
+func newX264Encoders(t *testing.T) *x264Encoders {
+	testenv.LookPath(t, "x264")
+	x, sb, err := h264enc.Find("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := proc.NewSpawner()
+	t.Cleanup(sp.Close)
+	return &x264Encoders{t: t, sp: sp, x: x, sb: sb}
+}
+
+func (e *x264Encoders) start(w, h, quality int) (VideoEncoder, error) {
+	enc, err := h264enc.Start(h264enc.Config{X264: e.x, Stdbuf: e.sb, Width: w, Height: h, CRF: 38 - 2*quality,
+		Dir: e.t.TempDir(), Spawner: e.sp})
+	if err != nil {
+		return nil, err
+	}
+	e.started.Add(1)
+	e.pid.Store(int32(enc.Pid()))
+	e.mu.Lock()
+	e.sizes, e.tiers = append(e.sizes, Rect{W: w, H: h}), append(e.tiers, quality)
+	e.mu.Unlock()
+	return enc, nil
+}
+
+// animate paints r with a moving pattern at about 60 frames a second
+// until stop is closed.
+func animate(m *memScreen, r Rect, stop <-chan struct{}, done *sync.WaitGroup) {
+	done.Go(func() {
+		tk := time.NewTicker(16 * time.Millisecond)
+		defer tk.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-tk.C:
+			}
+			m.mu.Lock()
+			for y := r.Y; y < r.Y+r.H; y++ {
+				for x := r.X; x < r.X+r.W; x++ {
+					p := m.f.at(x, y)
+					p[0], p[1], p[2] = byte(x+3*i), byte(y-2*i), byte((x+y)/4+i)
+				}
+			}
+			m.mu.Unlock()
+			m.damage <- toImage(r)
+		}
+	})
+}
+
+var videoViewerEncodings = []int32{EncH264, EncTight, EncZRLE, EncCopyRect, encJPEGQuality0 + 6, encCompressLevel + 2}
+
+// readVideo requests and reads updates until until holds or 10 s pass.
+func readVideo(t *testing.T, c *rfbClient, what string, until func(rects []Rect) bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if time.Now().After(deadline) {
+			t.Fatal(what)
+		}
+		c.request(true)
+		if until(c.update()) {
+			return
+		}
+	}
+}
+
+// A part of the screen animated at 60 frames a second goes as H.264 to
+// a viewer that takes it: the first picture resets its decoder and is a
+// key frame with its parameter sets, the next are P pictures; the rest
+// of the screen goes as before, and once the animation stops the region
+// is sent again as pixels, exactly in the end.
+func TestVideoRegion(t *testing.T) {
+	encs := newX264Encoders(t)
+	scr := newMemScreen(640, 480)
+	s, err := NewServer(scr, Config{Video: encs.start})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	c := noVNCViewer(t, s, videoViewerEncodings...)
+	other := noVNCViewer(t, s, EncTight, encJPEGQuality0+6) // no H.264
+
+	region := Rect{64, 128, 384, 256} // 24 of 80 tiles
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	animate(scr, region, stop, &wg)
+	defer func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+		}
+		wg.Wait()
+	}()
+	readVideo(t, c, "no H.264 rectangle in 10 s of animation", func([]Rect) bool { return len(c.videos) > 0 })
+	first := c.videos[0]
+	if first.r != region {
+		t.Fatalf("H.264 rectangle %+v, want the animated region %+v", first.r, region)
+	}
+	if first.flags != h264ResetThis {
+		t.Errorf("first H.264 rectangle's flags %d, want %d (reset its decoder)", first.flags, h264ResetThis)
+	}
+	if types := nalTypes(t, first.data); len(types) < 3 || types[0] != 7 || types[1] != 8 || types[2] != 5 {
+		t.Fatalf("first picture's NAL units %v, want SPS, PPS, IDR first", types)
+	}
+	for len(c.videos) < 10 {
+		c.request(true)
+		for _, r := range c.update() {
+			if r.W > 0 && !r.Intersect(region).Empty() && (len(c.videos) == 0 || c.videos[len(c.videos)-1].r != r) {
+				t.Fatalf("rectangle %+v in the video region while video is on", r)
+			}
+		}
+	}
+	for i, v := range c.videos[1:] {
+		if v.flags != 0 || v.r != region {
+			t.Fatalf("H.264 rectangle %d: %+v flags %d", i+1, v.r, v.flags)
+		}
+		for _, typ := range nalTypes(t, v.data) {
+			if typ != 1 {
+				t.Fatalf("H.264 rectangle %d holds NAL unit type %d, want only P slices", i+1, typ)
+			}
+		}
+	}
+	// The viewer without H.264 got pixels all along.
+	other.request(true)
+	other.update()
+	if len(other.videos) > 0 {
+		t.Fatal("a viewer that does not take H.264 got it")
+	}
+	if n := encs.started.Load(); n != 1 {
+		t.Errorf("%d encoders started for one viewer", n)
+	}
+
+	close(stop)
+	wg.Wait()
+	readVideo(t, c, "the region never came back as pixels after the animation stopped", func(rects []Rect) bool {
+		return c.matches(scr)
+	})
+}
+
+// Still content does not go as video however often it changes when it
+// is small, and a large area changing ten times a second (a page
+// scrolled in steps) does not either.
+func TestVideoRuleLeavesStillContent(t *testing.T) {
+	var m motion
+	const w, h = 1280, 800
+	region := func(rs []Rect, fps float64, seconds float64) (Rect, bool) {
+		m = motion{}
+		var cur Rect
+		went := false
+		for i := 0; float64(i) < fps*seconds; i++ {
+			now := int64(float64(i) / fps * float64(time.Second))
+			found := m.heat(rs, w, h, now)
+			if next, ok := m.settle(found, cur, now); ok {
+				cur, went = next, true
+			}
+		}
+		return cur, went
+	}
+	tiles := func(r Rect) []Rect {
+		var out []Rect
+		for y := r.Y; y < r.Y+r.H; y += tile {
+			for x := r.X; x < r.X+r.W; x += tile {
+				out = append(out, Rect{x, y, min(tile, r.X+r.W-x), min(tile, r.Y+r.H-y)})
+			}
+		}
+		return out
+	}
+	page := Rect{0, 64, 1280, 704}
+	video := Rect{128, 128, 960, 540}
+	for _, tt := range []struct {
+		name    string
+		rs      []Rect
+		fps     float64
+		want    Rect
+		wantWas bool
+	}{
+		{"a page scrolled 10 times a second", tiles(page), 10, Rect{}, false},
+		{"a caret and a clock at 30 fps", tiles(Rect{640, 0, 128, 64}), 30, Rect{}, false},
+		{"a spinner at 60 fps", tiles(Rect{0, 0, 192, 192}), 60, Rect{}, false},
+		{"a video at 30 fps", tiles(video), 30, Rect{128, 128, 960, 576}, true},
+		{"a full-window canvas at 20 fps", tiles(page), 20, page, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, was := region(tt.rs, tt.fps, 3)
+			if got != tt.want || was != tt.wantWas {
+				t.Fatalf("region %+v (%v), want %+v (%v)", got, was, tt.want, tt.wantWas)
+			}
+		})
+	}
+}
+
+// An encoder that dies mid-stream leaves its viewer connected, on Tight,
+// with the whole screen right; no encoder is started again at once.
+func TestVideoEncoderDeath(t *testing.T) {
+	encs := newX264Encoders(t)
+	scr := newMemScreen(640, 480)
+	s, err := NewServer(scr, Config{Video: encs.start})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	c := noVNCViewer(t, s, videoViewerEncodings...)
+	region := Rect{0, 0, 640, 384}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	animate(scr, region, stop, &wg)
+	readVideo(t, c, "no H.264 rectangle in 10 s of animation", func([]Rect) bool { return len(c.videos) > 0 })
+	if err := syscall.Kill(int(encs.pid.Load()), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	// Pixels again in the region while it still moves.
+	readVideo(t, c, "the region never went back to pixels after the encoder died", func(rects []Rect) bool {
+		for _, r := range rects {
+			if r.W > 0 && !r.Intersect(region).Empty() && r != region {
+				return true
+			}
+		}
+		return false
+	})
+	n := len(c.videos)
+	for range 20 {
+		c.request(true)
+		c.update()
+	}
+	if len(c.videos) != n {
+		t.Fatal("H.264 again right after the encoder died")
+	}
+	if got := encs.started.Load(); got != 1 {
+		t.Errorf("%d encoders started, want 1 (none again within %v)", got, videoRetry)
+	}
+	close(stop)
+	wg.Wait()
+	readVideo(t, c, "the screen never came right", func([]Rect) bool { return c.matches(scr) })
+	select {
+	case err := <-c.closed:
+		t.Fatalf("viewer disconnected: %v", err)
+	default:
+	}
+}
+
+// A factory that cannot start an encoder (no x264, a size it refuses)
+// leaves viewers on Tight.
+func TestVideoEncoderUnavailable(t *testing.T) {
+	var tries atomic.Int32
+	scr := newMemScreen(640, 480)
+	s, err := NewServer(scr, Config{Video: func(w, h, q int) (VideoEncoder, error) {
+		tries.Add(1)
+		return nil, errors.New("no encoder here")
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	c := noVNCViewer(t, s, videoViewerEncodings...)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	animate(scr, Rect{0, 0, 640, 384}, stop, &wg)
+	waitUntil(t, "no encoder was asked for", func() bool { return tries.Load() > 0 })
+	for range 20 {
+		c.request(true)
+		c.update()
+	}
+	close(stop)
+	wg.Wait()
+	readVideo(t, c, "the screen never came right", func([]Rect) bool { return c.matches(scr) })
+	if len(c.videos) > 0 || tries.Load() != 1 {
+		t.Fatalf("%d H.264 rectangles, %d tries", len(c.videos), tries.Load())
+	}
+}
+
+func TestCutOut(t *testing.T) {
+	r := Rect{64, 64, 128, 128}
+	for _, tt := range []struct {
+		in   Rect
+		want []Rect
+	}{
+		{Rect{0, 0, 64, 64}, []Rect{{0, 0, 64, 64}}},
+		{Rect{64, 64, 64, 64}, nil},
+		{Rect{0, 0, 256, 256}, []Rect{{0, 0, 256, 64}, {0, 64, 64, 128}, {192, 64, 64, 128}, {0, 192, 256, 64}}},
+		{Rect{128, 128, 65, 65}, []Rect{{192, 128, 1, 64}, {128, 192, 65, 1}}},
+	} {
+		got := cutOut([]Rect{tt.in}, r)
+		if fmt.Sprint(got) != fmt.Sprint(tt.want) && !(len(got) == 0 && len(tt.want) == 0) {
+			t.Errorf("cutOut(%v) = %v, want %v", tt.in, got, tt.want)
+		}
+	}
+}
