@@ -4,6 +4,8 @@
 // so deskd stays one static binary without cgo and x264's GPL stays in
 // x264.
 //
+// Frames go in as I420 converted here (yuv.go says why).
+//
 // One Encoder is one x264 process encoding frames of one size, one in,
 // one out: Encode writes a frame and waits for its picture (zerolatency:
 // no lookahead, no B-frames, one thread, so one slice a picture, which
@@ -79,7 +81,7 @@ type Encoder struct {
 	flv   *flvReader
 	keys  *os.File // the qpfile
 	n     int      // frames fed
-	frame []byte   // a frame packed row after row
+	frame []byte   // the frame in I420
 	dead  error    // set once a frame failed: the encoder is stopped
 }
 
@@ -111,7 +113,7 @@ func Start(cfg Config) (*Encoder, error) {
 	if c := cfg.Credential; c != nil && os.Geteuid() == 0 {
 		_ = keys.Chown(int(c.Uid), int(c.Gid))
 	}
-	e := &Encoder{cfg: cfg, keys: keys, frame: make([]byte, 4*w*h)}
+	e := &Encoder{cfg: cfg, keys: keys, frame: make([]byte, w*h*3/2)}
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		e.removeKeys()
@@ -125,14 +127,13 @@ func Start(cfg Config) (*Encoder, error) {
 		return nil, fmt.Errorf("h264enc: pipe: %w", err)
 	}
 	args := []string{"-o0", cfg.X264,
-		"--demuxer", "raw", "--input-csp", "bgra", "--input-res", strconv.Itoa(w) + "x" + strconv.Itoa(h),
+		"--demuxer", "raw", "--input-csp", "i420", "--input-res", strconv.Itoa(w) + "x" + strconv.Itoa(h),
 		"--fps", strconv.Itoa(cfg.FPS),
 		"--preset", "ultrafast", "--tune", "zerolatency", "--profile", "baseline", "--threads", "1",
 		"--keyint", "infinite", "--qpfile", keys.Name(),
 		"--crf", strconv.Itoa(cfg.CRF),
-		// Screens are sRGB: full range BT.601 both ways (x264 converts
-		// with it, and says so in the stream for the decoder).
-		"--range", "pc", "--colormatrix", "smpte170m",
+		// What toI420 makes (yuv.go).
+		"--input-range", "tv", "--range", "tv", "--colorprim", "bt709", "--transfer", "bt709", "--colormatrix", "bt709",
 		"--muxer", "flv", "--log-level", "error", "-o", "-", "-"}
 	if cfg.MaxKbps > 0 {
 		k := strconv.Itoa(cfg.MaxKbps)
@@ -175,18 +176,10 @@ func (e *Encoder) Encode(dst, pix []byte, stride int, key bool) ([]byte, bool, e
 			return dst, false, e.fail(fmt.Errorf("h264enc: key-frame file: %w", err))
 		}
 	}
-	src := pix
-	if stride != 4*w {
-		for y := range h {
-			copy(e.frame[y*4*w:(y+1)*4*w], pix[y*stride:])
-		}
-		src = e.frame
-	} else {
-		src = pix[:4*w*h]
-	}
+	toI420(e.frame, pix, stride, w, h)
 	deadline := time.Now().Add(e.cfg.Timeout)
 	_ = e.in.SetWriteDeadline(deadline)
-	if _, err := e.in.Write(src); err != nil {
+	if _, err := e.in.Write(e.frame); err != nil {
 		return dst, false, e.fail(fmt.Errorf("h264enc: feeding x264: %w", err))
 	}
 	e.n++

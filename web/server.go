@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cubepod/deskd/bridge"
 	"github.com/cubepod/deskd/cdp"
 	"github.com/cubepod/deskd/cores"
 	"github.com/cubepod/deskd/desktop"
@@ -77,6 +78,9 @@ type Config struct {
 	// updates, screenshots) when the daemon runs on one P; nil: the
 	// runtime's own setting.
 	Cores *cores.Cores
+	// Video starts H.264 encoders for the RFB server (bridge.Config's);
+	// nil: encoding 50 is never used.
+	Video func(w, h, quality int) (bridge.VideoEncoder, error)
 }
 
 // Server serves deskd's HTTP API and pages.

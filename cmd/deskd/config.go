@@ -65,6 +65,8 @@ type Config struct {
 	Home            string
 	MaxUploadMiB    int64
 	OneCore         bool
+	H264            string // "auto" or "off"
+	X264            string
 	StopDaemon      bool // stop --daemon
 	set             map[string]bool
 }
@@ -165,6 +167,8 @@ func ParseFlags(cmd string, args []string, stderr io.Writer) (*Config, error) {
 	}
 	fs.Int64Var(&c.MaxUploadMiB, "max-upload-mib", maxUp, "largest file the files API accepts, in MiB (env DESKD_MAX_UPLOAD_MIB)")
 	fs.BoolVar(&c.OneCore, "one-core", envBool("one-core", "true"), "run deskd's ordinary work on one scheduler thread (fewer thread wake-ups a frame); big encodes still use every core while they run; false: every core always; a GOMAXPROCS in the environment wins (env DESKD_ONE_CORE)")
+	str(&c.H264, "h264", "auto", `H.264 (RFB encoding 50) for the part of the screen that keeps moving, to viewers that take it: "auto" (when x264 is installed) or "off"`)
+	str(&c.X264, "x264", "x264", "the x264 binary H.264 is encoded with (a child process, started when video is first sent)")
 	str(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	str(&c.LogFormat, "log-format", "text", "text or json")
 	if cmd == "stop" {
@@ -299,6 +303,9 @@ func (c *Config) validate() error {
 	}
 	if c.PanelSecret != "" && c.SandboxID == "" {
 		return errors.New("--sandbox-id is required with a panel key: a token's sid must name this sandbox")
+	}
+	if c.H264 != "auto" && c.H264 != "off" {
+		return fmt.Errorf("--h264 %q: auto or off", c.H264)
 	}
 	if c.OpsListen != "" {
 		if _, _, err := net.SplitHostPort(c.OpsListen); err != nil {
@@ -481,6 +488,7 @@ func (c *Config) serveArgs() []string {
 		"--max-viewers=" + strconv.Itoa(c.MaxViewers), "--ws-ping=" + c.WSPing.String(),
 		"--display=" + strconv.Itoa(c.Display), "--locale=" + c.Locale, "--timezone=" + c.Timezone, "--home=" + c.Home,
 		"--max-upload-mib=" + strconv.FormatInt(c.MaxUploadMiB, 10), "--one-core=" + strconv.FormatBool(c.OneCore),
+		"--h264=" + c.H264, "--x264=" + c.X264,
 	}
 	return args
 }

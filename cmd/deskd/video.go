@@ -1,0 +1,39 @@
+package main
+
+import (
+	"log/slog"
+	"path/filepath"
+	"syscall"
+
+	"github.com/cubepod/deskd/bridge"
+	"github.com/cubepod/deskd/h264enc"
+	"github.com/cubepod/deskd/proc"
+)
+
+// videoEncoders is the RFB server's H.264 encoder factory: x264 children
+// run as the GUI user, their output in the run dir's logs; nil when
+// --h264=off or no x264 is installed (encoding 50 is then never sent).
+func videoEncoders(cfg *Config, sp *proc.Spawner, cred *syscall.Credential, log *slog.Logger) func(w, h, quality int) (bridge.VideoEncoder, error) {
+	if cfg.H264 == "off" {
+		return nil
+	}
+	x264, stdbuf, err := h264enc.Find(cfg.X264)
+	if err != nil {
+		log.Info("H.264 not offered", "reason", err)
+		return nil
+	}
+	log.Info("H.264 offered to viewers that take it", "x264", x264)
+	return func(w, h, quality int) (bridge.VideoEncoder, error) {
+		return h264enc.Start(h264enc.Config{
+			X264: x264, Stdbuf: stdbuf, Width: w, Height: h, FPS: 30,
+			CRF:     crfFor(quality),
+			Dir:     cfg.RunDir,
+			Spawner: sp, Credential: cred,
+			LogPath: filepath.Join(cfg.RunDir, "logs", "x264.log"),
+		})
+	}
+}
+
+// crfFor maps a viewer's JPEG quality level (0-9, noVNC's default 6) to
+// x264's rate factor: level 6 gives 26, each level 2 steps.
+func crfFor(quality int) int { return 38 - 2*min(max(quality, 0), 9) }
