@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What `make run` needs on the machine: Xvfb, xauth, Chromium, openbox,
+# What `make run` needs on the machine: Xvfb, xauth, Chromium, openbox, x264,
 # fonts, and npm for the pinned web assets. On Debian or Ubuntu the missing
 # ones are installed with apt-get when running as root (or with sudo when
 # it needs no password); otherwise the exact command is printed and the
@@ -16,6 +16,7 @@ need xvfb Xvfb
 need xauth xauth
 need chromium chromium chromium-browser google-chrome-stable google-chrome
 need openbox openbox
+need x264 x264 # H.264 for what moves on the screen (optional: without it deskd sends no H.264)
 need npm npm
 [ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || missing+=(fonts-dejavu-core)
 [ -d /usr/share/fonts/truetype/liberation ] || missing+=(fonts-liberation)

@@ -51,7 +51,7 @@ func TestDepsScript(t *testing.T) {
 		}
 		return out.String(), errb.String(), code
 	}
-	const pkgs = "xvfb xauth chromium openbox npm"
+	const pkgs = "xvfb xauth chromium openbox x264 npm"
 	if os.Geteuid() == 0 {
 		out, _, code := run(bare, 0)
 		if code != 0 || !strings.Contains(out, "apt-get install -y --no-install-recommends "+pkgs) {
