@@ -24,6 +24,8 @@ type Config struct {
 	Chromium string
 	Log      io.Writer
 	Only     []string // scenario names to run; empty: all
+	// MotionClasses, when set, are words of the motion classes to run.
+	MotionClasses []string
 }
 
 // Figure is one measured quantity for deskd and its peer.

@@ -44,14 +44,15 @@ const anim30Page = `data:text/html,<body style='margin:0;overflow:hidden;backgro
 
 // video60Page: a 960x540 canvas drawn at every animation frame (60 a
 // second where the browser keeps up): a grainy picture panning under a
-// moving highlight, the way video looks to a VNC server.
+// moving highlight, the way video looks to a VNC server; its frame
+// number in a bar code at the top left (fidelity.go).
 const video60Page = `data:text/html,<body style='margin:0;overflow:hidden;background:%23333'><canvas id=v width=960 height=540 style='position:absolute;left:40px;top:40px'></canvas><script>` +
-	tagScript + clickScript + `const x=v.getContext('2d'),src=document.createElement('canvas');src.width=1440;src.height=810;` +
+	tagScript + clickScript + barScript + `const x=v.getContext('2d'),src=document.createElement('canvas');src.width=1440;src.height=810;` +
 	`{const s=src.getContext('2d');let seed=3;const rnd=()=>(seed=(seed*1103515245+12345)%252147483648)/2147483648;` +
 	`for(let i=0;i<300;i++){s.fillStyle='hsl('+(rnd()*360)+',60%25,'+(30+rnd()*40)+'%25)';s.beginPath();s.arc(rnd()*1440,rnd()*810,10+rnd()*60,0,7);s.fill()}` +
 	`const d=s.getImageData(0,0,1440,810);for(let k=0;k<d.data.length;k+=4){const n=(rnd()-0.5)*36;d.data[k]+=n;d.data[k+1]+=n;d.data[k+2]+=n}s.putImageData(d,0,0)}` +
 	`let t=0;const draw=()=>{if(!window.paused){t++;const ox=(Math.sin(t*0.011)*0.5+0.5)*480,oy=(Math.cos(t*0.013)*0.5+0.5)*270;x.drawImage(src,ox,oy,960,540,0,0,960,540);` +
-	`const g=x.createRadialGradient(480+Math.sin(t*0.03)*300,270,0,480,270,500);g.addColorStop(0,'rgba(255,255,220,0.35)');g.addColorStop(1,'rgba(0,0,0,0)');x.fillStyle=g;x.fillRect(0,0,960,540);` +
+	`const g=x.createRadialGradient(480+Math.sin(t*0.03)*300,270,0,480,270,500);g.addColorStop(0,'rgba(255,255,220,0.35)');g.addColorStop(1,'rgba(0,0,0,0)');x.fillStyle=g;x.fillRect(0,0,960,540);bar(x,t);` +
 	`tick();window.drawn++}requestAnimationFrame(draw)};requestAnimationFrame(draw)</script></body>`
 
 // dragPage: a page of text under a 520x360 window of text with a title
@@ -75,11 +76,14 @@ var dragTitle = image.Pt(244, -570)
 type motionClass struct {
 	name, page, describe string
 	drag                 bool // the pointer drags the page's window while a viewer watches
+	// video is the page's bar-coded canvas (viewport coordinates), whose
+	// fidelity is measured (fidelity.go); empty: none.
+	video image.Rectangle
 }
 
 var motionClasses = []motionClass{
 	{name: "30 fps canvas", page: anim30Page, describe: "a full-window canvas animated at 30 fps"},
-	{name: "60 fps video", page: video60Page, describe: "a 960x540 grainy picture panned at every animation frame"},
+	{name: "60 fps video", page: video60Page, describe: "a 960x540 grainy picture panned at every animation frame", video: image.Rect(40, 40, 1000, 580)},
 	{name: "60 fps drag", page: dragPage, describe: "a 520x360 window of text dragged over a page of text by XTEST at 60 moves a second", drag: true},
 }
 
@@ -96,14 +100,14 @@ const crowd = 9
 // motionSide is one VNC stack the noVNC viewer watches, and what it saw.
 type motionSide struct {
 	name    string
-	url     string               // noVNC's WebSocket
+	url     string               // noVNC's WebSocket (with ?noh264: noVNC does not offer H.264)
 	cpu     func() time.Duration // its X server and VNC side
 	page    *pageConn            // the page it shows
 	tag     image.Point          // the page's tag on its screen
 	display string               // its X display
 	// per round
 	shown, drawn, kbps, cpuFrame, cpuSec, busy, clk50, clk90, slow []float64
-	long, quality, longQuality, ten, tenCPU, stalled               []float64
+	long, quality, longQuality, ten, tenCPU, stalled, ssim         []float64
 }
 
 // motionScenario: real noVNC against deskd, x11vnc + websockify and
@@ -112,6 +116,9 @@ func motionScenario(ctx context.Context, c Config) ([]Figure, string, error) {
 	var figs []Figure
 	var notes []string
 	for _, mc := range motionClasses {
+		if len(c.MotionClasses) > 0 && !slices.ContainsFunc(c.MotionClasses, func(w string) bool { return strings.Contains(mc.name, w) }) {
+			continue
+		}
 		f, n, err := motionMeasure(ctx, c, mc)
 		if err != nil {
 			return figs, strings.Join(notes, "; "), fmt.Errorf("%s: %w", mc.name, err)
@@ -171,15 +178,28 @@ func motionMeasure(ctx context.Context, c Config, mc motionClass) ([]Figure, str
 	tigerPage := &pageConn{base: tv.cdpBase}
 	defer deskdPage.close()
 	defer tigerPage.close()
+	// deskd's CPU counts its x264 children's (H.264 is sent to noVNC,
+	// which offers it, when x264 is installed); "deskd Tight" is the same
+	// deskd to a noVNC that does not offer H.264.
+	deskdCPU := func() time.Duration {
+		pids := []int{dk.pid, xvfb}
+		for pid, comm := range descendants(dk.pid) {
+			if comm == "x264" {
+				pids = append(pids, pid)
+			}
+		}
+		return cpuOf(pids...)
+	}
 	sides := []*motionSide{
-		{name: "deskd", url: "ws://" + dk.addr + "/websockify", cpu: func() time.Duration { return cpuOf(dk.pid, xvfb) }, page: deskdPage, display: display},
+		{name: "deskd", url: "ws://" + dk.addr + "/websockify", cpu: deskdCPU, page: deskdPage, display: display},
+		{name: "deskd Tight", url: "ws://" + dk.addr + "/websockify?noh264=1", cpu: deskdCPU, page: deskdPage, display: display},
 		{name: "x11vnc+websockify", url: "ws://" + xv.wsAddr + "/", cpu: func() time.Duration { return cpuOf(append(xv.pids(), xvfb)...) }, page: deskdPage, display: display},
 		{name: "Xtigervnc+websockify", url: "ws://" + tv.wsAddr + "/", cpu: func() time.Duration { return cpuOf(tv.pids()...) }, page: tigerPage, display: tv.display},
 	}
 	for _, d := range []struct {
 		display string
 		sides   []*motionSide
-	}{{display, sides[:2]}, {tv.display, sides[2:]}} {
+	}{{display, sides[:3]}, {tv.display, sides[3:]}} {
 		m, err := newMarker(d.display)
 		if err != nil {
 			return nil, "", err
@@ -218,9 +238,9 @@ func motionMeasure(ctx context.Context, c Config, mc motionClass) ([]Figure, str
 			if err := motionRound(ctx, nv, links, mc, s, []*pageConn{deskdPage, tigerPage}); err != nil {
 				return nil, "", fmt.Errorf("%s: %w", s.name, err)
 			}
-			fmt.Fprintf(c.Log, "  round %d %s %s: %.1f of %.1f page frames a second shown, %.0f kbit/s, %.2f ms CPU a frame (%.0f%% of a core, machine %.0f%% busy); click p50 %.1f p90 %.1f ms; slow link %.1f fps; long link %.1f fps, JPEG quality %.0f (direct %.0f); %d viewers %.1f fps, %.2f ms a frame; stalled viewer %.1f fps\n",
+			fmt.Fprintf(c.Log, "  round %d %s %s: %.1f of %.1f page frames a second shown, %.0f kbit/s, %.2f ms CPU a frame (%.0f%% of a core, machine %.0f%% busy); click p50 %.1f p90 %.1f ms; slow link %.1f fps; long link %.1f fps, JPEG quality %.0f (direct %.0f); %d viewers %.1f fps, %.2f ms a frame; stalled viewer %.1f fps; SSIM %.3f\n",
 				i, mc.name, s.name, last(s.shown), last(s.drawn), last(s.kbps), last(s.cpuFrame), 100*last(s.cpuSec), 100*last(s.busy), last(s.clk50), last(s.clk90), last(s.slow),
-				last(s.long), last(s.longQuality), last(s.quality), crowd+1, last(s.ten), last(s.tenCPU), last(s.stalled))
+				last(s.long), last(s.longQuality), last(s.quality), crowd+1, last(s.ten), last(s.tenCPU), last(s.stalled), last(s.ssim))
 		}
 	}
 	d := sides[0]
@@ -244,6 +264,9 @@ func motionMeasure(ctx context.Context, c Config, mc motionClass) ([]Figure, str
 			figure(mc.name+", "+peer+fmt.Sprintf(": CPU per frame shown, %d viewers", crowd+1), "ms", "lower", d.tenCPU, p.tenCPU),
 			figure(mc.name+", "+peer+": page frames shown per second beside a stalled viewer", "fps", "higher", d.stalled, p.stalled),
 		)
+		if !mc.video.Empty() {
+			figs = append(figs, figure(mc.name+", "+peer+": fidelity, SSIM of the viewer's picture to the screen's", "SSIM", "higher", d.ssim, p.ssim))
+		}
 	}
 	return figs, mc.name + ": " + mc.describe, nil
 }
@@ -362,6 +385,21 @@ func motionRound(ctx context.Context, nv *novncViewer, links motionLinks, mc mot
 		return fmt.Errorf("noVNC beside a stalled viewer: %w", err)
 	}
 	s.stalled = append(s.stalled, stalled.pageFPS)
+
+	if !mc.video.Empty() {
+		// The canvas on the screen: the tag's centre is 16 pixels in from
+		// the viewport's bottom left.
+		vh, err := s.page.eval(ctx, "innerHeight")
+		if err != nil {
+			return err
+		}
+		origin := image.Pt(s.tag.X-16, s.tag.Y+16-int(vh))
+		v, err := nv.fidelity(ctx, s.url, s.display, mc.video.Add(origin), 15)
+		if err != nil {
+			return fmt.Errorf("fidelity: %w", err)
+		}
+		s.ssim = append(s.ssim, v)
+	}
 	return nil
 }
 

@@ -110,7 +110,14 @@ const novncConnect = `(async () => {
     console.error = kept;
     (await import("/vendor/novnc/core/util/logging.js")).initLogging("error"); // its Log takes console.error when set
   }
-  const ws = new WebSocket(%q, ["binary"]);
+  const url = %q;
+  if (!RFB.messages.clientEncodings.wrapped) { // ?noh264: noVNC as if its browser had no H.264
+    const ce = RFB.messages.clientEncodings;
+    RFB.messages.clientEncodings = (sock, encs) => ce(sock, window.noH264 ? encs.filter(e => e !== 50) : encs);
+    RFB.messages.clientEncodings.wrapped = true;
+  }
+  window.noH264 = url.includes("noh264");
+  const ws = new WebSocket(url, ["binary"]);
   const nv = window.nv = {bytes: 0, el, errors};
   ws.addEventListener("message", e => { nv.bytes += e.data.byteLength ?? e.data.size ?? e.data.length; });
   nv.rfb = new RFB(el, ws, {shared: true});

@@ -596,6 +596,9 @@ func (s *Server) Serve(ctx context.Context, conn net.Conn, o ConnOptions) error 
 	cancel()
 	conn.Close()
 	<-errc
+	if st := c.video.st; st != nil { // both loops are done: the writer's state is ours
+		st.leave(c)
+	}
 	if errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || errors.Is(err, context.Canceled) {
 		return nil
 	}

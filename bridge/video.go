@@ -168,7 +168,12 @@ func (s *Server) noteMotion(changed []Rect, now time.Time) {
 	}
 	v.lastMove = ns
 	for _, st := range v.streams {
-		st.kickEncoder()
+		st.mu.Lock()
+		followed := len(st.viewers) > 0
+		st.mu.Unlock()
+		if followed { // a stream nobody follows waits, idle, to stop
+			st.kickEncoder()
+		}
 	}
 }
 
@@ -400,11 +405,15 @@ type videoState struct {
 // followVideo moves c to the stream it should follow now: that of the
 // region at its quality tier when it takes encoding 50 and JPEG, none
 // otherwise. Leaving a stream, the region goes again in c's other
-// encodings. Callers hold c.mu.
+// encodings. The tier is the viewer's own quality level's, not the one
+// congestion control lowers JPEG to: a new tier is a new stream and a
+// key frame, ten times a picture's size, and a key frame's update taking
+// long was what lowered the level (a viewer went through three streams
+// in a second, each encoding on). Callers hold c.mu.
 func (c *client) followVideo() {
 	var want *vstream
 	if c.h264 && c.s.cfg.Video != nil && c.quality >= 0 {
-		want = c.s.streamFor(videoTier(c.cong.quality(c.quality)))
+		want = c.s.streamFor(videoTier(c.quality))
 	}
 	vs := &c.video
 	if want == vs.st {

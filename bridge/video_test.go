@@ -354,3 +354,31 @@ func TestCutOut(t *testing.T) {
 		}
 	}
 }
+
+// A viewer that leaves leaves its stream: the stream stops encoding at
+// once and its encoder stops after streamLinger.
+func TestVideoViewerLeaves(t *testing.T) {
+	encs := newX264Encoders(t)
+	scr := newMemScreen(640, 480)
+	s, err := NewServer(scr, Config{Video: encs.start})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	c := noVNCViewer(t, s, videoViewerEncodings...)
+	noVNCViewer(t, s, EncTight) // keeps the capture going (reading nothing)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	animate(scr, Rect{0, 0, 640, 384}, stop, &wg)
+	defer func() { close(stop); wg.Wait() }()
+	readVideo(t, c, "no H.264 rectangle in 10 s of animation", func([]Rect) bool { return len(c.videos) > 0 })
+	pid := int(encs.pid.Load())
+	c.c.Close()
+	deadline := time.Now().Add(streamLinger + 3*time.Second)
+	for syscall.Kill(pid, 0) == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("x264 still runs %v after its only viewer left", streamLinger+3*time.Second)
+		}
+		time.Sleep(50 * time.Millisecond) // no event for another process's exit
+	}
+}

@@ -134,7 +134,7 @@ func Start(cfg Config) (*Encoder, error) {
 		"--crf", strconv.Itoa(cfg.CRF),
 		// What toI420 makes (yuv.go).
 		"--input-range", "tv", "--range", "tv", "--colorprim", "bt709", "--transfer", "bt709", "--colormatrix", "bt709",
-		"--muxer", "flv", "--log-level", "error", "-o", "-", "-"}
+		"--muxer", "flv", "--log-level", "error", "--no-progress", "-o", "-", "-"}
 	if cfg.MaxKbps > 0 {
 		k := strconv.Itoa(cfg.MaxKbps)
 		args = append(args, "--vbv-maxrate", k, "--vbv-bufsize", k)

@@ -30,6 +30,7 @@ func run(ctx context.Context) int {
 	rounds := fs.Int("rounds", 5, "alternating deskd/peer rounds per scenario")
 	ttyd := fs.String("ttyd", os.Getenv("TTYD"), "ttyd binary for the terminal peer (env TTYD)")
 	only := fs.String("only", "", "comma-separated scenarios to run (default all); the report then holds only those")
+	classes := fs.String("motion-classes", "", "comma-separated words: the motion scenario runs only the classes whose name holds one (canvas, video, drag)")
 	reliability := fs.String("reliability", "", "instead: run the fault, load and hostile-input suites and write this report (.md beside it)")
 	loadTime := fs.Duration("load-time", 60*time.Second, "how long the load test of -reliability lasts")
 	fs.Parse(os.Args[1:])
@@ -41,7 +42,7 @@ func run(ctx context.Context) int {
 	if *reliability != "" {
 		return runReliability(ctx, abs, *reliability, *loadTime)
 	}
-	rep, runErr := bench.Run(ctx, bench.Config{Deskd: abs, Rounds: *rounds, TTYD: *ttyd, Log: os.Stderr, Only: splitList(*only)})
+	rep, runErr := bench.Run(ctx, bench.Config{Deskd: abs, Rounds: *rounds, TTYD: *ttyd, Log: os.Stderr, Only: splitList(*only), MotionClasses: splitList(*classes)})
 	js, err := rep.MarshalJSON()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "deskd-bench:", err)
