@@ -53,6 +53,8 @@ type motion struct {
 	w, h   int
 	cand   Rect  // a region found, not yet settled
 	candAt int64 // since when
+	hot    []bool  // scratch: per tile, hot and not yet in a group
+	group  []int32 // scratch: tiles of a group to look around
 }
 
 // heat notes the tiles of changed (a capture's changed tiles) at now and
@@ -71,22 +73,51 @@ func (m *motion) heat(changed []Rect, w, h int, now int64) Rect {
 			}
 		}
 	}
-	x0, y0, x1, y1, hot := cols, rows, -1, -1, 0
+	// The largest group of hot tiles (touching, diagonals included):
+	// a page's other moving bits (a clock, a spinner, a caret) are not
+	// part of its video, and a box around all of them would encode the
+	// still page between (a frame tag below the bench's video grew the
+	// region by half).
+	if len(m.hot) != len(m.score) {
+		m.hot, m.group = make([]bool, len(m.score)), make([]int32, 0, len(m.score))
+	}
 	for i := range m.score {
-		if m.score[i] < hotScore || m.decayed(i, now) < hotScore {
+		m.hot[i] = m.score[i] >= hotScore && m.decayed(i, now) >= hotScore
+	}
+	var best Rect // in tiles
+	bestN := 0
+	for i := range m.hot {
+		if !m.hot[i] {
 			continue
 		}
-		tx, ty := i%cols, i/cols
-		x0, y0, x1, y1 = min(x0, tx), min(y0, ty), max(x1, tx), max(y1, ty)
-		hot++
+		// Flood the group from i, clearing its tiles as they are taken.
+		x0, y0, x1, y1, n := cols, rows, -1, -1, 0
+		m.group = append(m.group[:0], int32(i))
+		m.hot[i] = false
+		for len(m.group) > 0 {
+			j := int(m.group[len(m.group)-1])
+			m.group = m.group[:len(m.group)-1]
+			tx, ty := j%cols, j/cols
+			x0, y0, x1, y1, n = min(x0, tx), min(y0, ty), max(x1, tx), max(y1, ty), n+1
+			for dy := -1; dy <= 1; dy++ {
+				for dx := -1; dx <= 1; dx++ {
+					if nx, ny := tx+dx, ty+dy; nx >= 0 && ny >= 0 && nx < cols && ny < rows && m.hot[ny*cols+nx] {
+						m.hot[ny*cols+nx] = false
+						m.group = append(m.group, int32(ny*cols+nx))
+					}
+				}
+			}
+		}
+		if n > bestN {
+			best, bestN = Rect{x0, y0, x1 - x0 + 1, y1 - y0 + 1}, n
+		}
 	}
-	if hot == 0 {
+	if bestN == 0 {
 		return Rect{}
 	}
-	box := (x1 - x0 + 1) * (y1 - y0 + 1)
-	r := Rect{x0 * tile, y0 * tile, min((x1+1)*tile, w) - x0*tile, min((y1+1)*tile, h) - y0*tile}
+	r := Rect{best.X * tile, best.Y * tile, min((best.X+best.W)*tile, w) - best.X*tile, min((best.Y+best.H)*tile, h) - best.Y*tile}
 	r.W, r.H = r.W&^1, r.H&^1 // 4:2:0: even sides (a last odd column or row goes as before)
-	if 100*hot < videoMinFill*box || videoMinShare*r.W*r.H < w*h {
+	if 100*bestN < videoMinFill*best.W*best.H || videoMinShare*r.W*r.H < w*h {
 		return Rect{}
 	}
 	return r

@@ -248,6 +248,8 @@ func TestVideoRuleLeavesStillContent(t *testing.T) {
 		{"a spinner at 60 fps", tiles(Rect{0, 0, 192, 192}), 60, Rect{}, false},
 		{"a video at 30 fps", tiles(video), 30, Rect{128, 128, 960, 576}, true},
 		{"a full-window canvas at 20 fps", tiles(page), 20, page, true},
+		{"a video and a clock apart", append(tiles(video), tiles(Rect{1216, 0, 64, 64})...), 30, Rect{128, 128, 960, 576}, true},
+		{"two videos side by side: the larger", append(tiles(Rect{0, 0, 320, 256}), tiles(Rect{640, 64, 640, 640})...), 30, Rect{640, 64, 640, 640}, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			got, was := region(tt.rs, tt.fps, 3)
