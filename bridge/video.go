@@ -51,8 +51,8 @@ type motion struct {
 	at     []int64   // unix nanoseconds
 	cols   int
 	w, h   int
-	cand   Rect  // a region found, not yet settled
-	candAt int64 // since when
+	cand   Rect    // a region found, not yet settled
+	candAt int64   // since when
 	hot    []bool  // scratch: per tile, hot and not yet in a group
 	group  []int32 // scratch: tiles of a group to look around
 }
