@@ -71,3 +71,29 @@ func BenchmarkToI420(b *testing.B) {
 		toI420(dst, pix, 4*w, w, h)
 	}
 }
+
+// The AVX2 kernel gives the bytes the Go code gives, at every width's
+// tail and any stride.
+func TestToI420Kernel(t *testing.T) {
+	if !haveAVX2 {
+		t.Skip("no AVX2 on this CPU: the Go code is the only one")
+	}
+	for _, sz := range [][2]int{{16, 2}, {18, 4}, {30, 6}, {64, 16}, {962, 10}} {
+		w, h := sz[0], sz[1]
+		stride := 4*w + 12
+		pix := make([]byte, stride*h)
+		for i := range pix {
+			pix[i] = byte(i*131 + i/7*29 + i*i)
+		}
+		asm, ref := make([]byte, w*h*3/2), make([]byte, w*h*3/2)
+		toI420(asm, pix, stride, w, h)
+		haveAVX2 = false
+		toI420(ref, pix, stride, w, h)
+		haveAVX2 = true
+		for i := range ref {
+			if asm[i] != ref[i] {
+				t.Fatalf("%dx%d: byte %d (of %d) is %d in the kernel, %d in Go", w, h, i, len(ref), asm[i], ref[i])
+			}
+		}
+	}
+}
