@@ -181,15 +181,7 @@ func motionMeasure(ctx context.Context, c Config, mc motionClass) ([]Figure, str
 	// deskd's CPU counts its x264 children's (H.264 is sent to noVNC,
 	// which offers it, when x264 is installed); "deskd Tight" is the same
 	// deskd to a noVNC that does not offer H.264.
-	deskdCPU := func() time.Duration {
-		pids := []int{dk.pid, xvfb}
-		for pid, comm := range descendants(dk.pid) {
-			if comm == "x264" {
-				pids = append(pids, pid)
-			}
-		}
-		return cpuOf(pids...)
-	}
+	deskdCPU := encoderCPU(dk.pid, xvfb)
 	sides := []*motionSide{
 		{name: "deskd", url: "ws://" + dk.addr + "/websockify", cpu: deskdCPU, page: deskdPage, display: display},
 		{name: "deskd Tight", url: "ws://" + dk.addr + "/websockify?noh264=1", cpu: deskdCPU, page: deskdPage, display: display},
@@ -269,6 +261,27 @@ func motionMeasure(ctx context.Context, c Config, mc motionClass) ([]Figure, str
 		}
 	}
 	return figs, mc.name + ": " + mc.describe, nil
+}
+
+// encoderCPU returns the CPU time so far of deskd (pid), its X server
+// and its x264 children: a child that has exited counts with the last
+// time read of it (an encoder nobody follows is idle before it stops).
+func encoderCPU(pid, xvfb int) func() time.Duration {
+	seen := map[int]time.Duration{}
+	return func() time.Duration {
+		for p, comm := range descendants(pid) {
+			if comm == "x264" {
+				if t := cpuOf(p); t > seen[p] {
+					seen[p] = t
+				}
+			}
+		}
+		total := cpuOf(pid, xvfb)
+		for _, t := range seen {
+			total += t
+		}
+		return total
+	}
 }
 
 func last(v []float64) float64 {
