@@ -42,6 +42,8 @@ const (
 	videoRing     = 32                     // pictures a stream keeps for viewers behind
 	streamLinger  = 3 * time.Second        // a stream nobody follows stops after this
 	videoRetry    = 10 * time.Second       // after an encoder failed, no new one before this
+	videoDown     = time.Second            // a viewer's stream goes a tier down at most this often
+	videoUp       = 5 * time.Second        // and up only after this long at its tier
 	h264ResetThis = 1                      // encoding 50's flags: reset this rectangle's decoder
 )
 
@@ -429,6 +431,10 @@ type videoState struct {
 	next  uint64 // the next picture it needs; 0: it waits for a key frame after join
 	join  uint64
 	reset bool // the next picture resets its decoder context
+	// level is the quality level whose tier it follows: congestion
+	// control's, held (videoDown, videoUp) since levelAt; -1 at first.
+	level   int
+	levelAt time.Time
 	// pics are the pictures of the update being built.
 	pics [][]byte
 }
@@ -436,17 +442,29 @@ type videoState struct {
 // followVideo moves c to the stream it should follow now: that of the
 // region at its quality tier when it takes encoding 50 and JPEG, none
 // otherwise. Leaving a stream, the region goes again in c's other
-// encodings. The tier is the viewer's own quality level's, not the one
-// congestion control lowers JPEG to: a new tier is a new stream and a
-// key frame, ten times a picture's size, and a key frame's update taking
-// long was what lowered the level (a viewer went through three streams
-// in a second, each encoding on). Callers hold c.mu.
+// encodings. The tier follows the level congestion control gives the
+// viewer (the path's rate: a stream the path cannot carry falls behind
+// and starts again from key frames, 6 frames a second through 8 Mbit/s),
+// held: a new tier is a new stream and a key frame, many pictures'
+// worth, and congestion control's level moves with every large update (a
+// viewer went through three streams in a second, each a key frame that
+// lowered the level again). Down at most once a videoDown, up after
+// videoUp. Callers hold c.mu.
 func (c *client) followVideo() {
+	vs := &c.video
 	var want *vstream
 	if c.h264 && c.s.cfg.Video != nil && c.quality >= 0 {
-		want = c.s.streamFor(videoTier(c.quality))
+		now := time.Now()
+		target := c.cong.quality(c.quality)
+		switch {
+		case vs.level < 0 || vs.level > c.quality: // the first, or the viewer lowered its own
+			vs.level, vs.levelAt = target, now
+		case target < vs.level && now.Sub(vs.levelAt) >= videoDown,
+			target > vs.level && now.Sub(vs.levelAt) >= videoUp:
+			vs.level, vs.levelAt = target, now
+		}
+		want = c.s.streamFor(videoTier(vs.level))
 	}
-	vs := &c.video
 	if want == vs.st {
 		return
 	}
@@ -456,7 +474,7 @@ func (c *client) followVideo() {
 		c.snap.forget(r) // the viewer has it as video: send it whole
 		c.dirty.mark(r)
 	}
-	*vs = videoState{st: want, pics: vs.pics[:0]}
+	*vs = videoState{st: want, pics: vs.pics[:0], level: vs.level, levelAt: vs.levelAt}
 	if want != nil {
 		vs.join, vs.reset = want.join(c), true
 	}
@@ -481,10 +499,17 @@ func (c *client) videoDue() bool {
 		return false
 	}
 	if len(st.pics) > 0 && vs.next < st.pics[0].seq {
-		// Further behind than the stream keeps: a key frame again.
+		// Further behind than the stream keeps: a key frame again, and
+		// a tier down when there is one (the path did not carry this).
 		vs.next, vs.join, vs.reset = 0, st.seq, true
 		st.wantKey = true
 		st.kickEncoder()
+		for _, l := range rateLadder {
+			if l < vs.level {
+				vs.level, vs.levelAt = l, time.Now()
+				break
+			}
+		}
 		return false
 	}
 	return st.seq >= vs.next

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"image"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -383,4 +385,57 @@ func TestVideoViewerLeaves(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond) // no event for another process's exit
 	}
+}
+
+// A viewer that joins a stream others follow gets its decoder reset and a
+// key frame from the same encoder; the others go on. A resize ends the
+// stream and its encoder; video starts again in the new size with a key
+// frame and a reset.
+func TestVideoNewViewerAndResize(t *testing.T) {
+	encs := newX264Encoders(t)
+	scr := &sizedScreen{memScreen: newMemScreen(640, 480), maxW: 800, maxH: 600, sizeCh: make(chan image.Point, 1)}
+	s, err := NewServer(scr, Config{Video: encs.start})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	// Quality level 1, the floor congestion control lowers to: a viewer
+	// not read for a while (the other is) keeps its tier.
+	encodings := []int32{EncH264, EncTight, EncCopyRect, encJPEGQuality0 + 1, EncDesktopSize}
+	a := noVNCViewer(t, s, encodings...)
+	region := Rect{0, 0, 640, 384}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	animate(scr.memScreen, region, stop, &wg)
+	defer func() { close(stop); wg.Wait() }()
+	readVideo(t, a, "no H.264 rectangle in 10 s of animation", func([]Rect) bool { return len(a.videos) > 0 })
+
+	b := noVNCViewer(t, s, encodings...)
+	readVideo(t, b, "the second viewer got no H.264 rectangle", func([]Rect) bool { return len(b.videos) > 0 })
+	if v := b.videos[0]; v.flags != h264ResetThis || !slices.Equal(nalTypes(t, v.data)[:3], []int{7, 8, 5}) {
+		t.Fatalf("the second viewer's first H.264 rectangle: flags %d, NAL units %v; want a reset and SPS, PPS, IDR", v.flags, nalTypes(t, v.data))
+	}
+	n := len(a.videos)
+	readVideo(t, a, "the first viewer got no more pictures", func([]Rect) bool { return len(a.videos) > n+3 })
+	for _, v := range a.videos[1:] {
+		if v.flags != 0 {
+			t.Fatal("the first viewer's decoder was reset while it followed the stream")
+		}
+	}
+	if got := encs.started.Load(); got != 1 {
+		t.Fatalf("%d encoders for two viewers at one quality, want 1", got)
+	}
+	first := int(encs.pid.Load())
+
+	scr.setSize(800, 600)
+	readVideo(t, a, "no size message after the resize", func([]Rect) bool { return len(a.sizes) > 0 && a.w == 800 })
+	n = len(a.videos)
+	readVideo(t, a, "no video after the resize", func([]Rect) bool { return len(a.videos) > n })
+	if v := a.videos[n]; v.flags != h264ResetThis || nalTypes(t, v.data)[2] != 5 {
+		t.Fatalf("after the resize: flags %d, NAL units %v; want a reset and a key frame", v.flags, nalTypes(t, v.data))
+	}
+	if got := encs.started.Load(); got != 2 {
+		t.Fatalf("%d encoders started, want a second one for the new size", got)
+	}
+	waitUntil(t, "the old size's encoder still runs", func() bool { return syscall.Kill(first, 0) != nil })
 }
