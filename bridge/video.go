@@ -37,6 +37,7 @@ const (
 	hotScore      = 9                      // a tile changing ~17+ times a second, sustained, scores above
 	videoMinShare = 5                      // the region is at least 1/videoMinShare of the screen
 	videoMinFill  = 50                     // percent of the region's tiles that move
+	videoMinSide  = 16                     // and its sides are this long at least (one macroblock)
 	videoSettle   = 300 * time.Millisecond // a region holds this long before video starts there
 	videoIdle     = 500 * time.Millisecond // no change in the region this long ends it
 	videoRing     = 32                     // pictures a stream keeps for viewers behind
@@ -119,7 +120,7 @@ func (m *motion) heat(changed []Rect, w, h int, now int64) Rect {
 	}
 	r := Rect{best.X * tile, best.Y * tile, min((best.X+best.W)*tile, w) - best.X*tile, min((best.Y+best.H)*tile, h) - best.Y*tile}
 	r.W, r.H = r.W&^1, r.H&^1 // 4:2:0: even sides (a last odd column or row goes as before)
-	if 100*bestN < videoMinFill*best.W*best.H || videoMinShare*r.W*r.H < w*h {
+	if 100*bestN < videoMinFill*best.W*best.H || videoMinShare*r.W*r.H < w*h || r.W < videoMinSide || r.H < videoMinSide {
 		return Rect{}
 	}
 	return r

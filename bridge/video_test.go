@@ -439,3 +439,14 @@ func TestVideoNewViewerAndResize(t *testing.T) {
 	}
 	waitUntil(t, "the old size's encoder still runs", func() bool { return syscall.Kill(first, 0) != nil })
 }
+
+// A screen too small for a macroblock a side never goes as video.
+func TestVideoRuleTinyScreen(t *testing.T) {
+	var m motion
+	for i := range 120 {
+		now := int64(i) * int64(time.Second) / 60
+		if r := m.heat([]Rect{{0, 0, 40, 14}}, 40, 14, now); !r.Empty() {
+			t.Fatalf("a 40x14 screen's region %+v", r)
+		}
+	}
+}
