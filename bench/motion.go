@@ -108,6 +108,7 @@ type motionSide struct {
 	// per round
 	shown, drawn, kbps, cpuFrame, cpuSec, busy, clk50, clk90, slow []float64
 	long, quality, longQuality, ten, tenCPU, stalled, ssim         []float64
+	h264                                                           int // H.264 rectangles noVNC decoded in the last round's watch
 }
 
 // motionScenario: real noVNC against deskd, x11vnc + websockify and
@@ -230,9 +231,9 @@ func motionMeasure(ctx context.Context, c Config, mc motionClass) ([]Figure, str
 			if err := motionRound(ctx, nv, links, mc, s, []*pageConn{deskdPage, tigerPage}); err != nil {
 				return nil, "", fmt.Errorf("%s: %w", s.name, err)
 			}
-			fmt.Fprintf(c.Log, "  round %d %s %s: %.1f of %.1f page frames a second shown, %.0f kbit/s, %.2f ms CPU a frame (%.0f%% of a core, machine %.0f%% busy); click p50 %.1f p90 %.1f ms; slow link %.1f fps; long link %.1f fps, JPEG quality %.0f (direct %.0f); %d viewers %.1f fps, %.2f ms a frame; stalled viewer %.1f fps; SSIM %.3f\n",
+			fmt.Fprintf(c.Log, "  round %d %s %s: %.1f of %.1f page frames a second shown, %.0f kbit/s, %.2f ms CPU a frame (%.0f%% of a core, machine %.0f%% busy); click p50 %.1f p90 %.1f ms; slow link %.1f fps; long link %.1f fps, JPEG quality %.0f (direct %.0f); %d viewers %.1f fps, %.2f ms a frame; stalled viewer %.1f fps; SSIM %.3f; H.264 rectangles %d\n",
 				i, mc.name, s.name, last(s.shown), last(s.drawn), last(s.kbps), last(s.cpuFrame), 100*last(s.cpuSec), 100*last(s.busy), last(s.clk50), last(s.clk90), last(s.slow),
-				last(s.long), last(s.longQuality), last(s.quality), crowd+1, last(s.ten), last(s.tenCPU), last(s.stalled), last(s.ssim))
+				last(s.long), last(s.longQuality), last(s.quality), crowd+1, last(s.ten), last(s.tenCPU), last(s.stalled), last(s.ssim), s.h264)
 		}
 	}
 	d := sides[0]
@@ -340,6 +341,7 @@ func motionRound(ctx context.Context, nv *novncViewer, links motionLinks, mc mot
 		return err
 	}
 	s.drawn = append(s.drawn, (d1-d0)/time.Since(t0).Seconds())
+	s.h264 = r.h264
 	s.shown = append(s.shown, r.pageFPS)
 	s.kbps = append(s.kbps, r.pageFPS*r.kbPerPage*8)
 	s.cpuFrame = append(s.cpuFrame, r.cpuPerPage)

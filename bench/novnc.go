@@ -118,9 +118,14 @@ const novncConnect = `(async () => {
   }
   window.noH264 = url.includes("noh264");
   const ws = new WebSocket(url, ["binary"]);
-  const nv = window.nv = {bytes: 0, el, errors};
+  const nv = window.nv = {bytes: 0, el, errors, h264: 0};
   ws.addEventListener("message", e => { nv.bytes += e.data.byteLength ?? e.data.size ?? e.data.length; });
   nv.rfb = new RFB(el, ws, {shared: true});
+  const d50 = nv.rfb._decoders[50]; // H.264 rectangles decoded, counted
+  if (d50) {
+    const decode = d50.decodeRect.bind(d50);
+    d50.decodeRect = (...a) => { const done = decode(...a); if (done) nv.h264++; return done; };
+  }
   nv.rfb.qualityLevel = 6;
   nv.rfb.compressionLevel = 2;
   await new Promise((ok, fail) => {
@@ -132,7 +137,8 @@ const novncConnect = `(async () => {
 })()`
 
 // novncSample samples noVNC's canvas at every animation frame for %d ms,
-// disconnects, and resolves to {frames, pages, seconds, bytes}; with the
+// disconnects, and resolves to {frames, pages, seconds, bytes, h264}
+// (H.264 rectangles decoded since it connected); with the
 // page's tag (%s: its centre and colours, or null) pages counts the page
 // frames the canvas showed (pageframe.go).
 const novncSample = `(async () => {
@@ -171,7 +177,7 @@ const novncSample = `(async () => {
   });
   const seconds = (performance.now() - t0) / 1000, bytes = nv.bytes - b0;
   nv.rfb.disconnect();
-  return JSON.stringify({frames, pages, seconds, bytes});
+  return JSON.stringify({frames, pages, seconds, bytes, h264: nv.h264});
 })()`
 
 // eval evaluates expr, awaiting its promise, and returns its string value.
@@ -207,6 +213,7 @@ func (v *novncViewer) eval(ctx context.Context, expr string) (string, error) {
 type novncResult struct {
 	fps, kbPerFrame, cpuPerFrame   float64 // frames: canvas changes
 	pageFPS, kbPerPage, cpuPerPage float64 // page frames shown, with a tag
+	h264                           int     // H.264 rectangles it decoded
 }
 
 // measure runs noVNC against wsURL for window, with cpu the server's
@@ -228,6 +235,7 @@ func (v *novncViewer) measure(ctx context.Context, wsURL string, window time.Dur
 		Pages   int
 		Seconds float64
 		Bytes   float64
+		H264    int
 	}
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		return novncResult{}, fmt.Errorf("noVNC's result %q: %w", out, err)
@@ -239,6 +247,7 @@ func (v *novncViewer) measure(ctx context.Context, wsURL string, window time.Dur
 		fps:         float64(r.Frames) / r.Seconds,
 		kbPerFrame:  r.Bytes / 1000 / float64(r.Frames),
 		cpuPerFrame: float64((cpu1 - cpu0).Microseconds()) / 1000 / float64(r.Frames),
+		h264:        r.H264,
 	}
 	if tag != nil {
 		if r.Pages == 0 {

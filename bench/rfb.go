@@ -180,6 +180,9 @@ func rfbMeasure(ctx context.Context, c Config, content rfbContent) ([]Figure, st
 			if err != nil {
 				return nil, "", fmt.Errorf("%s, noVNC in Chromium: %w", side.name, err)
 			}
+			if nr.h264 > 0 { // noVNC offers it: still content must not go as video
+				return nil, "", fmt.Errorf("%s sent this still content to noVNC as H.264 (%d rectangles)", side.name, nr.h264)
+			}
 			browser.fps[si] = append(browser.fps[si], nr.fps)
 			browser.kb[si] = append(browser.kb[si], nr.kbPerFrame)
 			browser.cpu[si] = append(browser.cpu[si], nr.cpuPerFrame)

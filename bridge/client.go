@@ -410,6 +410,9 @@ func (c *client) writeLoop(ctx context.Context) error {
 		req, push := c.request, false
 		if !c.requested { // under continuous updates no request is needed
 			req, push = c.pushing()
+			if !push && videoDue && c.flow.enabled && c.videoRoom() {
+				req, push = c.flow.area, true
+			}
 			if !push && c.flow.enabled && (c.dirty.n > 0 || videoDue) {
 				c.cong.held()
 			}
@@ -688,10 +691,12 @@ func (c *client) sendUpdate(rects []Rect, encoding int32, cursor *cursorShape, c
 	if cp != nil { // before any pixels: they are newer than what it moves
 		c.out = appendCopyRect(c.out, *cp)
 	}
+	video := len(c.out)
 	if len(c.video.pics) > 0 {
 		c.out = c.appendVideo(c.out)
 		n++
 	}
+	video = len(c.out) - video
 	if total := area(rects); encoding == EncTight && total >= parallelArea && len(rects) > 1 && c.s.cfg.Cores.N() > 1 {
 		// Two halves of equal area at once, each with its own Tight
 		// streams; appended in order, every stream still sees its data
@@ -718,7 +723,7 @@ func (c *client) sendUpdate(rects []Rect, encoding int32, cursor *cursorShape, c
 	binary.BigEndian.PutUint16(c.out[2:], uint16(n))
 	c.mu.Lock()
 	now := time.Now()
-	c.cong.sent(len(c.out))
+	c.cong.sent(len(c.out), video)
 	if !push { // answered by the viewer's next request
 		c.cong.ping(now)
 	} else if c.flow.fenceDue(len(c.out), now, !c.cong.room()) {

@@ -105,11 +105,13 @@ const (
 
 func newCongestion() congestion { return congestion{window: initialWindow} }
 
-// sent notes n bytes of an update going out.
-func (c *congestion) sent(n int) {
+// sent notes n bytes of an update going out, of which video bytes of
+// H.264 (they do not count for the JPEG level: a key frame is not the
+// size of motion).
+func (c *congestion) sent(n, video int) {
 	first := c.pos == 0
 	c.pos += int64(n)
-	if n >= rateMinBytes && !first { // (the first is the whole screen: no measure of motion)
+	if n -= video; n >= rateMinBytes && !first { // (the first is the whole screen: no measure of motion)
 		if c.big == 0 {
 			c.big = float64(n)
 		} else {

@@ -79,7 +79,7 @@ func (s *sim) run(fps int, size func(level int) int, until time.Duration) simRes
 			pending = false
 			level := s.c.quality(s.q)
 			n := size(level)
-			s.c.sent(n)
+			s.c.sent(n, 0)
 			s.c.ping(t0.Add(s.now))
 			pp := s.p(s.now)
 			start := max(s.free, s.now)
@@ -191,7 +191,7 @@ func TestCongestion(t *testing.T) {
 			t.Fatal("an answer to nothing changed the level")
 		}
 		for range 10 * maxPings {
-			c.sent(100 << 10)
+			c.sent(100<<10, 0)
 			c.ping(now)
 		}
 		if len(c.pings) != maxPings {

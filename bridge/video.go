@@ -290,6 +290,24 @@ type videoPic struct {
 	seq  uint64
 	key  bool
 	data []byte
+	at   time.Time
+}
+
+// rate is the stream's bytes a second over the pictures it keeps (0
+// until it has two). Callers hold st.mu.
+func (st *vstream) rate() float64 {
+	if len(st.pics) < 2 {
+		return 0
+	}
+	n := 0
+	for _, p := range st.pics[1:] {
+		n += len(p.data)
+	}
+	d := st.pics[len(st.pics)-1].at.Sub(st.pics[0].at)
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
 }
 
 func (st *vstream) kickEncoder() {
@@ -375,7 +393,7 @@ func (st *vstream) run() {
 		if len(st.pics) == videoRing {
 			st.pics = append(st.pics[:0], st.pics[1:]...)
 		}
-		st.pics = append(st.pics, videoPic{seq: st.seq, key: isKey, data: append([]byte(nil), out...)})
+		st.pics = append(st.pics, videoPic{seq: st.seq, key: isKey, data: append([]byte(nil), out...), at: time.Now()})
 		for c := range st.viewers {
 			c.poke()
 		}
@@ -432,10 +450,13 @@ type videoState struct {
 	next  uint64 // the next picture it needs; 0: it waits for a key frame after join
 	join  uint64
 	reset bool // the next picture resets its decoder context
-	// level is the quality level whose tier it follows: congestion
-	// control's, held (videoDown, videoUp) since levelAt; -1 at first.
-	level   int
-	levelAt time.Time
+	// level is the quality level whose tier it follows, since levelAt;
+	// -1 at first. backlog is the pictures an update lately (a moving
+	// average): over one, the viewer does not keep up.
+	level    int
+	levelAt  time.Time
+	backlog  float64
+	afterKey bool // the last update held a key frame
 	// pics are the pictures of the update being built.
 	pics [][]byte
 }
@@ -443,26 +464,41 @@ type videoState struct {
 // followVideo moves c to the stream it should follow now: that of the
 // region at its quality tier when it takes encoding 50 and JPEG, none
 // otherwise. Leaving a stream, the region goes again in c's other
-// encodings. The tier follows the level congestion control gives the
-// viewer (the path's rate: a stream the path cannot carry falls behind
-// and starts again from key frames, 6 frames a second through 8 Mbit/s),
-// held: a new tier is a new stream and a key frame, many pictures'
-// worth, and congestion control's level moves with every large update (a
-// viewer went through three streams in a second, each a key frame that
-// lowered the level again). Down at most once a videoDown, up after
-// videoUp. Callers hold c.mu.
+// encodings. Callers hold c.mu.
+//
+// The tier follows what the viewer keeps up with: a viewer that gets
+// pictures in twos and threes (its updates wait for the window: the
+// path or its decoder does not carry the stream) goes a level down
+// rateLadder; back up when it takes them one by one and the path's rate
+// (as congestion control measures it) is three times the stream's. A
+// stream the path cannot carry falls behind and starts again from key
+// frames: 6 frames a second through 8 Mbit/s. Held: a new tier is a new
+// stream and a key frame, many pictures' worth; down at most once a
+// videoDown, up after videoUp. Not JPEG's level: that rule takes a key
+// frame crossing the path for motion that does not fit (a viewer went
+// through three streams in a second, each a key frame that lowered the
+// level again).
 func (c *client) followVideo() {
 	vs := &c.video
 	var want *vstream
 	if c.h264 && c.s.cfg.Video != nil && c.quality >= 0 {
 		now := time.Now()
-		target := c.cong.quality(c.quality)
-		switch {
-		case vs.level < 0 || vs.level > c.quality: // the first, or the viewer lowered its own
-			vs.level, vs.levelAt = target, now
-		case target < vs.level && now.Sub(vs.levelAt) >= videoDown,
-			target > vs.level && now.Sub(vs.levelAt) >= videoUp:
-			vs.level, vs.levelAt = target, now
+		if vs.level < 0 || vs.level > c.quality { // the first, or the viewer lowered its own
+			vs.level, vs.levelAt = c.quality, now
+		}
+		if st := vs.st; st != nil && vs.next > 0 {
+			switch {
+			case vs.backlog >= 2.5 && now.Sub(vs.levelAt) >= videoDown && videoTier(vs.level) > videoTier(rateFloor):
+				vs.lower(now)
+				c.s.log.Debug("viewer behind its video stream: a tier down", "level", vs.level, "backlog", vs.backlog)
+			case vs.level < c.quality && vs.backlog <= 1.2 && now.Sub(vs.levelAt) >= videoUp && c.cong.rate > 0:
+				st.mu.Lock()
+				sr := st.rate()
+				st.mu.Unlock()
+				if sr > 0 && 3*sr < c.cong.rate {
+					vs.raise(c.quality, now)
+				}
+			}
 		}
 		want = c.s.streamFor(videoTier(vs.level))
 	}
@@ -475,7 +511,7 @@ func (c *client) followVideo() {
 		c.snap.forget(r) // the viewer has it as video: send it whole
 		c.dirty.mark(r)
 	}
-	*vs = videoState{st: want, pics: vs.pics[:0], level: vs.level, levelAt: vs.levelAt}
+	*vs = videoState{st: want, pics: vs.pics[:0], level: vs.level, levelAt: vs.levelAt, backlog: 1}
 	if want != nil {
 		vs.join, vs.reset = want.join(c), true
 	}
@@ -497,6 +533,13 @@ func (c *client) videoDue() bool {
 				return true
 			}
 		}
+		if len(st.pics) > 0 && st.pics[0].seq > vs.join+1 {
+			// The key frame made for it is gone from the ring (it could
+			// not take it in time): another.
+			vs.join = st.seq
+			st.wantKey = true
+			st.kickEncoder()
+		}
 		return false
 	}
 	if len(st.pics) > 0 && vs.next < st.pics[0].seq {
@@ -505,15 +548,31 @@ func (c *client) videoDue() bool {
 		vs.next, vs.join, vs.reset = 0, st.seq, true
 		st.wantKey = true
 		st.kickEncoder()
-		for _, l := range rateLadder {
-			if l < vs.level {
-				vs.level, vs.levelAt = l, time.Now()
-				break
-			}
-		}
+		vs.lower(time.Now())
+		c.s.log.Debug("viewer fell behind its video stream: a key frame", "level", vs.level)
 		return false
 	}
 	return st.seq >= vs.next
+}
+
+// videoRoom reports whether pictures may go though the window is full:
+// while the bytes in flight are under half a second of the stream (256
+// KiB at least). The window follows the rate the viewer's answers show,
+// and a viewer answers a picture once it has decoded it: small pictures
+// decoded one by one show a low rate (5.6 Mbit/s on a 100 Mbit/s path),
+// a window too small for the pictures of one round trip, pictures
+// piling up, and a stream a tier down, then another (measured). A path
+// that does not carry the stream still fills this and holds pictures
+// back: they pile up and the viewer goes down a tier. Callers hold c.mu.
+func (c *client) videoRoom() bool {
+	st := c.video.st
+	if st == nil {
+		return false
+	}
+	st.mu.Lock()
+	allow := max(st.rate()/2, 256<<10)
+	st.mu.Unlock()
+	return float64(c.cong.inFlight()) < allow
 }
 
 // takeVideo collects the pictures c gets in this update into
@@ -528,6 +587,7 @@ func (c *client) takeVideo() {
 	st := vs.st
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	key := false
 	for _, p := range st.pics {
 		switch {
 		case vs.next == 0 && p.seq > vs.join && p.key:
@@ -537,7 +597,38 @@ func (c *client) takeVideo() {
 		}
 		vs.pics = append(vs.pics, p.data)
 		vs.next = p.seq + 1
+		key = key || p.key
 	}
+	// Pictures that piled up behind a key frame, or while congestion
+	// control still looks for the path's rate (the window grows from
+	// 64 KiB: on a long path the first updates wait a round trip each),
+	// say nothing of whether the viewer keeps up.
+	if len(vs.pics) > 0 && !key && !vs.afterKey && c.cong.trusted {
+		vs.backlog += (float64(len(vs.pics)) - vs.backlog) / 8
+	}
+	vs.afterKey = key
+}
+
+// lower moves the level its tier follows a step down rateLadder.
+func (vs *videoState) lower(now time.Time) {
+	for _, l := range rateLadder {
+		if videoTier(l) < videoTier(vs.level) {
+			vs.level, vs.levelAt = l, now
+			return
+		}
+	}
+}
+
+// raise moves the level its tier follows a step up rateLadder, to own
+// at most.
+func (vs *videoState) raise(own int, now time.Time) {
+	next := own
+	for _, l := range rateLadder { // from the top: the last that fits is the next up
+		if videoTier(l) > videoTier(vs.level) && l < own {
+			next = l
+		}
+	}
+	vs.level, vs.levelAt = next, now
 }
 
 // appendVideo appends the H.264 rectangle of c's pictures (§ encoding 50

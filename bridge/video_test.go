@@ -450,3 +450,32 @@ func TestVideoRuleTinyScreen(t *testing.T) {
 		}
 	}
 }
+
+// The level a viewer's video tier follows steps down the ladder and back
+// up to the viewer's own, a tier at a time.
+func TestVideoLevelSteps(t *testing.T) {
+	now := time.Now()
+	for _, tt := range []struct {
+		own      int
+		down, up []int // levels after each lower from own, then each raise
+	}{
+		{6, []int{4, 1, 1}, []int{4, 6}},
+		{9, []int{7, 4, 1}, []int{4, 7, 9}},
+		{4, []int{1, 1}, []int{4}},
+		{1, []int{1}, nil},
+	} {
+		vs := videoState{level: tt.own}
+		var down, up []int
+		for range tt.down {
+			vs.lower(now)
+			down = append(down, vs.level)
+		}
+		for vs.level != tt.own && len(up) < 5 {
+			vs.raise(tt.own, now)
+			up = append(up, vs.level)
+		}
+		if !slices.Equal(down, tt.down) || !slices.Equal(up, tt.up) {
+			t.Errorf("own %d: down %v up %v, want %v and %v", tt.own, down, up, tt.down, tt.up)
+		}
+	}
+}
