@@ -430,10 +430,11 @@ func (c *client) writeLoop(ctx context.Context) error {
 		rects := c.dirty.take(req)
 		gen := c.markedGen
 		c.video.pics = c.video.pics[:0]
-		if vs := c.video.st; vs != nil {
-			// The region goes as video: its tiles not as pixels.
+		if vs := c.video.st; vs != nil && contains(req, vs.region) {
+			// The region goes as video: its tiles not as pixels (a viewer
+			// that asks for part of it only gets pixels there).
 			rects = cutOut(rects, vs.region)
-			if videoDue && contains(req, vs.region) {
+			if videoDue {
 				c.takeVideo()
 			}
 		}

@@ -2,6 +2,7 @@ package bridge
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"image"
@@ -478,4 +479,37 @@ func TestVideoLevelSteps(t *testing.T) {
 			t.Errorf("own %d: down %v up %v, want %v and %v", tt.own, down, up, tt.down, tt.up)
 		}
 	}
+}
+
+// A viewer that follows the video but asks for part of the region only
+// gets pixels there: the part is not left to a picture it did not ask for.
+func TestVideoPartialRequest(t *testing.T) {
+	encs := newX264Encoders(t)
+	scr := newMemScreen(640, 480)
+	s, err := NewServer(scr, Config{Video: encs.start})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	c := noVNCViewer(t, s, videoViewerEncodings...)
+	region := Rect{0, 0, 640, 384}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	animate(scr, region, stop, &wg)
+	defer func() { close(stop); wg.Wait() }()
+	readVideo(t, c, "no H.264 rectangle in 10 s of animation", func([]Rect) bool { return len(c.videos) > 0 })
+	part := Rect{64, 64, 128, 128}
+	b := []byte{msgFBUpdateRequest, 1}
+	for _, v := range []int{part.X, part.Y, part.W, part.H} {
+		b = binary.BigEndian.AppendUint16(b, uint16(v))
+	}
+	for range 3 {
+		c.write(b)
+		for _, r := range c.update() {
+			if r.W > 0 && !part.Intersect(r).Empty() && r != region {
+				return // pixels in the part asked for
+			}
+		}
+	}
+	t.Fatal("three requests for part of the video region brought no pixels there")
 }
