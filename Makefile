@@ -45,8 +45,8 @@ run: deps build ## install what is missing, build, and start deskd on $(LISTEN) 
 
 test: assets fmt vet ## gofmt and vet, every test (real Xvfb and Chromium), then the fuzz targets briefly
 	DESKD_REQUIRE_ALL=1 $(GO) test $(TESTFLAGS) ./...
-	$(GO) vet -tags purego ./jpegenc ./bridge # the portable code alone, without the AVX2 assembly:
-	$(GO) test -tags purego -count=1 ./jpegenc && $(GO) test -tags purego -count=1 -run 'RowHash|Scroll' ./bridge
+	$(GO) vet -tags purego ./jpegenc ./bridge ./h264enc # the portable code alone, without the AVX2 assembly:
+	$(GO) test -tags purego -count=1 ./jpegenc && $(GO) test -tags purego -count=1 -run 'RowHash|Scroll' ./bridge && $(GO) test -tags purego -count=1 -run 'ToI420' ./h264enc
 	$(GO) test -count=1 -run 'SlowLink|Congestion' ./bridge # rate recovery, at the speed its viewer decodes without -race
 	cd images/desktop/k8s && $(GO) vet ./... && $(GO) test -count=1 ./...
 	$(MAKE) fuzz
