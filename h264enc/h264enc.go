@@ -134,11 +134,12 @@ func Start(cfg Config) (*Encoder, error) {
 		"--crf", strconv.Itoa(cfg.CRF),
 		// What toI420 makes (yuv.go).
 		"--input-range", "tv", "--range", "tv", "--colorprim", "bt709", "--transfer", "bt709", "--colormatrix", "bt709",
-		"--muxer", "flv", "--log-level", "error", "--no-progress", "-o", "-", "-"}
+		"--muxer", "flv", "--log-level", "error", "--no-progress"}
 	if cfg.MaxKbps > 0 {
 		k := strconv.Itoa(cfg.MaxKbps)
 		args = append(args, "--vbv-maxrate", k, "--vbv-bufsize", k)
 	}
+	args = append(args, "-o", "-", "-") // options before the files
 	p, err := cfg.Spawner.Start(proc.Spec{Name: "x264", Path: cfg.Stdbuf, Args: args, LogPath: cfg.LogPath,
 		Credential: cfg.Credential, Stdin: inR, Stdout: outW})
 	inR.Close()

@@ -205,3 +205,24 @@ func procCPU(t testing.TB, pid int) int64 {
 	s, _ := strconv.ParseInt(f[12], 10, 64)
 	return (u + s) * int64(time.Second) / 100 // USER_HZ
 }
+
+// A rate cap holds a hard-to-code picture's bytes down.
+func TestMaxKbps(t *testing.T) {
+	const w, h = 320, 240
+	sizes := map[int]int{}
+	for _, kbps := range []int{0, 200} {
+		e := startX264(t, w, h, func(c *Config) { c.MaxKbps, c.CRF = kbps, 10 })
+		for i := range 20 {
+			au, _, err := e.Encode(nil, movingFrame(w, h, 4*w, 7*i), 4*w, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i > 0 {
+				sizes[kbps] += len(au)
+			}
+		}
+	}
+	if sizes[200] >= sizes[0]/2 {
+		t.Fatalf("19 P pictures: %d bytes capped at 200 kbit/s, %d uncapped", sizes[200], sizes[0])
+	}
+}
