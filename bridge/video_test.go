@@ -94,21 +94,39 @@ func (e *x264Encoders) start(w, h, quality int) (VideoEncoder, error) {
 	return enc, nil
 }
 
-// animate paints r with a moving pattern at about 60 frames a second
-// until stop is closed: rows copied from a pattern at a shifting offset,
-// cheap enough to keep 60 a second under the race detector on a loaded
-// machine (a loop over the pixels was not: video mode never started).
-func animate(m *memScreen, r Rect, stop <-chan struct{}, done *sync.WaitGroup) {
+// videoServer serves scr with encoders from video; it is closed at the
+// test's end.
+func videoServer(t *testing.T, scr Screen, video func(w, h, quality int) (VideoEncoder, error)) *Server {
+	t.Helper()
+	s, err := NewServer(scr, Config{Video: video})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// animate paints r with a moving pattern at about 60 frames a second:
+// rows copied from a pattern at a shifting offset, cheap enough to keep
+// 60 a second under the race detector on a loaded machine (a loop over
+// the pixels was not: video mode never started). stop ends it and waits;
+// it also ends at the test's end (before the server and viewers made
+// earlier are closed: it sends the screen's damage).
+func animate(t *testing.T, m *memScreen, r Rect) (stop func()) {
 	pat := make([]byte, 4*(r.W+512))
 	for i := range pat {
 		pat[i] = byte(i*7 + i/4*13 + i*i/11)
 	}
+	quit := make(chan struct{})
+	var done sync.WaitGroup
+	stop = sync.OnceFunc(func() { close(quit); done.Wait() })
+	t.Cleanup(stop)
 	done.Go(func() {
 		tk := time.NewTicker(16 * time.Millisecond)
 		defer tk.Stop()
 		for i := 0; ; i++ {
 			select {
-			case <-stop:
+			case <-quit:
 				return
 			case <-tk.C:
 			}
@@ -122,9 +140,16 @@ func animate(m *memScreen, r Rect, stop <-chan struct{}, done *sync.WaitGroup) {
 			m.damage <- toImage(r)
 		}
 	})
+	return stop
 }
 
 var videoViewerEncodings = []int32{EncH264, EncTight, EncZRLE, EncCopyRect, encJPEGQuality0 + 6, encCompressLevel + 2}
+
+// firstVideo reads updates until c has had an H.264 rectangle.
+func firstVideo(t *testing.T, c *rfbClient) {
+	t.Helper()
+	readVideo(t, c, "no H.264 rectangle in 10 s of animation", func([]Rect) bool { return len(c.videos) > 0 })
+}
 
 // readVideo requests and reads updates until until holds or 10 s pass.
 func readVideo(t *testing.T, c *rfbClient, what string, until func(rects []Rect) bool) {
@@ -148,27 +173,13 @@ func readVideo(t *testing.T, c *rfbClient, what string, until func(rects []Rect)
 func TestVideoRegion(t *testing.T) {
 	encs := newX264Encoders(t)
 	scr := newMemScreen(640, 480)
-	s, err := NewServer(scr, Config{Video: encs.start})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
+	s := videoServer(t, scr, encs.start)
 	c := noVNCViewer(t, s, videoViewerEncodings...)
 	other := noVNCViewer(t, s, EncTight, encJPEGQuality0+6) // no H.264
 
 	region := Rect{64, 128, 384, 256} // 24 of 80 tiles
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	animate(scr, region, stop, &wg)
-	defer func() {
-		select {
-		case <-stop:
-		default:
-			close(stop)
-		}
-		wg.Wait()
-	}()
-	readVideo(t, c, "no H.264 rectangle in 10 s of animation", func([]Rect) bool { return len(c.videos) > 0 })
+	stop := animate(t, scr, region)
+	firstVideo(t, c)
 	first := c.videos[0]
 	if first.r != region {
 		t.Fatalf("H.264 rectangle %+v, want the animated region %+v", first.r, region)
@@ -207,8 +218,7 @@ func TestVideoRegion(t *testing.T) {
 		t.Errorf("%d encoders started for one viewer", n)
 	}
 
-	close(stop)
-	wg.Wait()
+	stop()
 	readVideo(t, c, "the region never came back as pixels after the animation stopped", func(rects []Rect) bool {
 		return c.matches(scr)
 	})
@@ -273,17 +283,11 @@ func TestVideoRuleLeavesStillContent(t *testing.T) {
 func TestVideoEncoderDeath(t *testing.T) {
 	encs := newX264Encoders(t)
 	scr := newMemScreen(640, 480)
-	s, err := NewServer(scr, Config{Video: encs.start})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
+	s := videoServer(t, scr, encs.start)
 	c := noVNCViewer(t, s, videoViewerEncodings...)
 	region := Rect{0, 0, 640, 384}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	animate(scr, region, stop, &wg)
-	readVideo(t, c, "no H.264 rectangle in 10 s of animation", func([]Rect) bool { return len(c.videos) > 0 })
+	stop := animate(t, scr, region)
+	firstVideo(t, c)
 	if err := syscall.Kill(int(encs.pid.Load()), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -307,8 +311,7 @@ func TestVideoEncoderDeath(t *testing.T) {
 	if got := encs.started.Load(); got != 1 {
 		t.Errorf("%d encoders started, want 1 (none again within %v)", got, videoRetry)
 	}
-	close(stop)
-	wg.Wait()
+	stop()
 	readVideo(t, c, "the screen never came right", func([]Rect) bool { return c.matches(scr) })
 	select {
 	case err := <-c.closed:
@@ -322,25 +325,18 @@ func TestVideoEncoderDeath(t *testing.T) {
 func TestVideoEncoderUnavailable(t *testing.T) {
 	var tries atomic.Int32
 	scr := newMemScreen(640, 480)
-	s, err := NewServer(scr, Config{Video: func(w, h, q int) (VideoEncoder, error) {
+	s := videoServer(t, scr, func(w, h, q int) (VideoEncoder, error) {
 		tries.Add(1)
 		return nil, errors.New("no encoder here")
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
+	})
 	c := noVNCViewer(t, s, videoViewerEncodings...)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	animate(scr, Rect{0, 0, 640, 384}, stop, &wg)
+	stop := animate(t, scr, Rect{0, 0, 640, 384})
 	waitUntil(t, "no encoder was asked for", func() bool { return tries.Load() > 0 })
 	for range 20 {
 		c.request(true)
 		c.update()
 	}
-	close(stop)
-	wg.Wait()
+	stop()
 	readVideo(t, c, "the screen never came right", func([]Rect) bool { return c.matches(scr) })
 	if len(c.videos) > 0 || tries.Load() != 1 {
 		t.Fatalf("%d H.264 rectangles, %d tries", len(c.videos), tries.Load())
@@ -370,18 +366,11 @@ func TestCutOut(t *testing.T) {
 func TestVideoViewerLeaves(t *testing.T) {
 	encs := newX264Encoders(t)
 	scr := newMemScreen(640, 480)
-	s, err := NewServer(scr, Config{Video: encs.start})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
+	s := videoServer(t, scr, encs.start)
 	c := noVNCViewer(t, s, videoViewerEncodings...)
 	noVNCViewer(t, s, EncTight) // keeps the capture going (reading nothing)
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	animate(scr, Rect{0, 0, 640, 384}, stop, &wg)
-	defer func() { close(stop); wg.Wait() }()
-	readVideo(t, c, "no H.264 rectangle in 10 s of animation", func([]Rect) bool { return len(c.videos) > 0 })
+	animate(t, scr, Rect{0, 0, 640, 384})
+	firstVideo(t, c)
 	pid := int(encs.pid.Load())
 	c.c.Close()
 	deadline := time.Now().Add(streamLinger + 3*time.Second)
@@ -400,21 +389,14 @@ func TestVideoViewerLeaves(t *testing.T) {
 func TestVideoNewViewerAndResize(t *testing.T) {
 	encs := newX264Encoders(t)
 	scr := &sizedScreen{memScreen: newMemScreen(640, 480), maxW: 800, maxH: 600, sizeCh: make(chan image.Point, 1)}
-	s, err := NewServer(scr, Config{Video: encs.start})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
+	s := videoServer(t, scr, encs.start)
 	// Quality level 1, the floor congestion control lowers to: a viewer
 	// not read for a while (the other is) keeps its tier.
 	encodings := []int32{EncH264, EncTight, EncCopyRect, encJPEGQuality0 + 1, EncDesktopSize}
 	a := noVNCViewer(t, s, encodings...)
 	region := Rect{0, 0, 640, 384}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	animate(scr.memScreen, region, stop, &wg)
-	defer func() { close(stop); wg.Wait() }()
-	readVideo(t, a, "no H.264 rectangle in 10 s of animation", func([]Rect) bool { return len(a.videos) > 0 })
+	animate(t, scr.memScreen, region)
+	firstVideo(t, a)
 
 	b := noVNCViewer(t, s, encodings...)
 	readVideo(t, b, "the second viewer got no H.264 rectangle", func([]Rect) bool { return len(b.videos) > 0 })
@@ -491,18 +473,11 @@ func TestVideoLevelSteps(t *testing.T) {
 func TestVideoPartialRequest(t *testing.T) {
 	encs := newX264Encoders(t)
 	scr := newMemScreen(640, 480)
-	s, err := NewServer(scr, Config{Video: encs.start})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
+	s := videoServer(t, scr, encs.start)
 	c := noVNCViewer(t, s, videoViewerEncodings...)
 	region := Rect{0, 0, 640, 384}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	animate(scr, region, stop, &wg)
-	defer func() { close(stop); wg.Wait() }()
-	readVideo(t, c, "no H.264 rectangle in 10 s of animation", func([]Rect) bool { return len(c.videos) > 0 })
+	animate(t, scr, region)
+	firstVideo(t, c)
 	part := Rect{64, 64, 128, 128}
 	b := []byte{msgFBUpdateRequest, 1}
 	for _, v := range []int{part.X, part.Y, part.W, part.H} {
