@@ -1,9 +1,7 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -13,7 +11,6 @@ import (
 	"time"
 
 	"github.com/cubepod/deskd/internal/testenv"
-	"github.com/cubepod/deskd/panel"
 )
 
 // animationJS covers the desktop's page with a canvas redrawn every
@@ -71,16 +68,7 @@ func TestH264InBrowser(t *testing.T) {
 	e.useDisplay(t)
 	deskd := serveDeskd(t, e)
 	gw := gateway(t, map[string]*url.URL{"sb1": deskd})
-	code, body := post(t, gw+"/sandboxes/sb1/desktop/start")
-	if code != http.StatusOK {
-		t.Fatalf("start via gateway: %d %s", code, body)
-	}
-	var sr panel.StartResponse
-	if err := json.Unmarshal(body, &sr); err != nil {
-		t.Fatal(err)
-	}
-	var st map[string]any
-	json.Unmarshal(sr.Status, &st)
+	sr, st := startWith(t, gw, keysPage) // a data: page, which desktopPage finds
 
 	b := newBrowser(t, chromium)
 	b.load(sr.DesktopURL, `document.body.dataset.state === "connected"`)
