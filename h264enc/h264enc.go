@@ -154,9 +154,6 @@ func Start(cfg Config) (*Encoder, error) {
 	return e, nil
 }
 
-// Size is the frame size the encoder takes.
-func (e *Encoder) Size() (w, h int) { return e.cfg.Width, e.cfg.Height }
-
 // Pid is x264's process id (for CPU accounting).
 func (e *Encoder) Pid() int { return e.p.Pid }
 
