@@ -257,10 +257,15 @@ func (e endpoint) echo(ctx context.Context, n int) (p50, p99 float64, err error)
 		return 0, 0, err
 	}
 	defer tc.c.CloseNow()
-	if err := tc.input(ctx, "cat >/dev/null\r"); err != nil {
+	// Typed ahead of the shell, the first keys would go to readline and
+	// never be echoed: wait until the shell runs the command line. From
+	// then on the tty echoes (cooked mode), whether cat runs yet or not.
+	if err := tc.input(ctx, "echo __RE\"\"ADY__; cat >/dev/null\r"); err != nil {
 		return 0, 0, err
 	}
-	time.Sleep(200 * time.Millisecond) // let cat start; its echo is the tty's
+	if err := tc.readUntil(ctx, "__READY__"); err != nil {
+		return 0, 0, err
+	}
 	return timeEchoes(n, func(ch string) error {
 		if err := tc.input(ctx, ch); err != nil {
 			return err
