@@ -74,15 +74,24 @@ func (c *Conn) Write(p []byte) (int, error) {
 }
 
 // call makes the raw system call trap (read or write) on p once the
-// socket is ready, through wait (the RawConn's Read or Write, which
-// parks the goroutine in the poller while the call says EAGAIN); EINTR
-// is retried at once.
+// socket is ready; see rawCall.
 func (c *Conn) call(wait func(func(uintptr) bool) error, trap uintptr, op string, p []byte) (int, error) {
-	var (
-		n     int
-		errno syscall.Errno
-	)
-	err := wait(func(fd uintptr) bool {
+	n, errno, err := rawCall(wait, trap, p)
+	switch {
+	case err != nil:
+		return 0, err
+	case errno != 0:
+		return 0, &net.OpError{Op: op, Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: os.NewSyscallError(op, errno)}
+	}
+	return n, nil
+}
+
+// rawCall makes the raw system call trap (read or write) on p through
+// wait (a RawConn's Read or Write, which parks the goroutine in the
+// poller while the call says EAGAIN); EINTR is retried at once. err is
+// the RawConn's (closed, deadline), errno the call's.
+func rawCall(wait func(func(uintptr) bool) error, trap uintptr, p []byte) (n int, errno syscall.Errno, err error) {
+	err = wait(func(fd uintptr) bool {
 		for {
 			r, _, e := syscall.RawSyscall(trap, fd, uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)))
 			switch e {
@@ -95,11 +104,5 @@ func (c *Conn) call(wait func(func(uintptr) bool) error, trap uintptr, op string
 			return true
 		}
 	})
-	switch {
-	case err != nil:
-		return 0, err
-	case errno != 0:
-		return 0, &net.OpError{Op: op, Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: os.NewSyscallError(op, errno)}
-	}
-	return n, nil
+	return n, errno, err
 }

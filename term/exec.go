@@ -5,12 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"syscall"
 	"time"
-
-	"github.com/creack/pty"
 )
 
 // Bounds of Exec.
@@ -44,18 +41,11 @@ func (m *Manager) Exec(ctx context.Context, command string, timeout time.Duratio
 		maxOutput = MaxExecOutput
 	}
 	c := m.cfg
-	ptmx, tty, err := pty.Open()
+	ptmx, tty, err := openPTY(Size{Columns: 200, Rows: 50}, c.Credential)
 	if err != nil {
-		return ExecResult{}, fmt.Errorf("term: open pty: %w", err)
+		return ExecResult{}, err
 	}
 	defer ptmx.Close()
-	if cr := c.Credential; cr != nil {
-		if err := os.Chown(tty.Name(), int(cr.Uid), int(cr.Gid)); err != nil {
-			tty.Close()
-			return ExecResult{}, fmt.Errorf("term: chown pty: %w", err)
-		}
-	}
-	_ = pty.Setsize(ptmx, &pty.Winsize{Cols: 200, Rows: 50})
 	cmd := exec.Command(c.Shell, "-c", command)
 	cmd.Env = m.env()
 	cmd.Dir = c.Dir

@@ -5,13 +5,12 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"sync"
 	"syscall"
 	"time"
 
-	"github.com/creack/pty"
+	"github.com/cubepod/deskd/rawconn"
 )
 
 // Session is one shell in a PTY with its scrollback and viewers.
@@ -28,7 +27,7 @@ type Session struct {
 	Created time.Time
 
 	m    *Manager
-	ptmx *os.File
+	ptmx *rawconn.File
 	cmd  *exec.Cmd
 
 	mu       sync.Mutex
@@ -62,22 +61,11 @@ func newID() string {
 // start launches the shell on a new PTY of the given size.
 func (m *Manager) start(size Size) (*Session, error) {
 	c := m.cfg
-	ptmx, tty, err := pty.Open()
+	ptmx, tty, err := openPTY(size, c.Credential)
 	if err != nil {
-		return nil, fmt.Errorf("term: open pty: %w", err)
+		return nil, err
 	}
 	defer tty.Close()
-	if cr := c.Credential; cr != nil {
-		// The shell's user must own its terminal (write(1), mesg, ssh).
-		if err := os.Chown(tty.Name(), int(cr.Uid), int(cr.Gid)); err != nil {
-			ptmx.Close()
-			return nil, fmt.Errorf("term: chown pty: %w", err)
-		}
-	}
-	if err := pty.Setsize(ptmx, &pty.Winsize{Cols: uint16(size.Columns), Rows: uint16(size.Rows)}); err != nil {
-		ptmx.Close()
-		return nil, fmt.Errorf("term: size pty: %w", err)
-	}
 	cmd := exec.Command(c.Shell, c.Args...)
 	cmd.Env = m.env()
 	cmd.Dir = c.Dir
@@ -229,7 +217,7 @@ func (s *Session) hangup(grace time.Duration) {
 }
 
 func (s *Session) resize(sz Size) error {
-	return pty.Setsize(s.ptmx, &pty.Winsize{Cols: uint16(sz.Columns), Rows: uint16(sz.Rows)})
+	return setSize(s.ptmx, sz)
 }
 
 // write sends input to the shell. It never waits on output, so Ctrl-C

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -186,6 +189,39 @@ func TestEchoResizeExit(t *testing.T) {
 	if code, reason := p.closeCode(); code != CloseNormal || reason != "exit" {
 		t.Fatalf("closed %d %q, want 1000 exit", code, reason)
 	}
+	waitCount(t, m, 0)
+}
+
+// A job that ignores the hang-up keeps the terminal open after the shell
+// exits: the session still ends (the reader, waiting in the poller, is
+// woken by closing the PTY), and the job's later output goes nowhere.
+var holderRE = regexp.MustCompile(`holder=(\d+)\r\n`)
+
+func TestExitWithJobHoldingTerminal(t *testing.T) {
+	m := newManager(t, nil)
+	p, _, done := connect(t, m, ServeOptions{}, hello)
+	p.send(t, "0(trap '' HUP; exec sleep 30) & echo hol\"\"der=$!\r")
+	out := p.expect(t, "holder=")
+	for !holderRE.MatchString(out) {
+		out += p.expect(t, "\n")
+	}
+	pid, _ := strconv.Atoi(holderRE.FindStringSubmatch(out)[1])
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	t0 := time.Now()
+	p.send(t, "0exit\r")
+	go p.drain()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Serve after exit: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("session did not end while a job held its terminal")
+	}
+	if syscall.Kill(pid, 0) != nil {
+		t.Fatal("the holder died: the test proves nothing")
+	}
+	t.Logf("ended %v after exit", time.Since(t0))
 	waitCount(t, m, 0)
 }
 
