@@ -308,6 +308,38 @@ func (m *Manager) write(ctx context.Context, c Conn, f []byte) error {
 	return c.Write(ctx, f)
 }
 
+// sender writes one viewer's output. A context with a deadline for each
+// message cost a WebSocket write 11 allocations and more time than the
+// write (a timer, and the Conn's hook on the context's end); one timer,
+// reset for each message, closes the Conn when a write outlasts the
+// limit, and the Conn is given a context that never ends.
+type sender struct {
+	c     Conn
+	ctx   context.Context
+	watch *time.Timer
+	limit time.Duration
+}
+
+func newSender(ctx context.Context, c Conn, limit time.Duration) *sender {
+	w := &sender{c: c, ctx: context.WithoutCancel(ctx), limit: limit}
+	w.watch = time.AfterFunc(limit, func() { c.CloseNow() })
+	w.watch.Stop()
+	return w
+}
+
+var errWriteTimeout = errors.New("term: write to viewer timed out")
+
+func (w *sender) write(f []byte) error {
+	w.watch.Reset(w.limit)
+	err := w.c.Write(w.ctx, f)
+	if !w.watch.Stop() { // it fired: the Conn is closed
+		return errWriteTimeout
+	}
+	return err
+}
+
+func (w *sender) stop() { w.watch.Stop() }
+
 // closeFor closes c with the code err calls for and returns err.
 func closeFor(c Conn, err error) error {
 	var pe *ErrProtocol
@@ -326,8 +358,11 @@ func closeFor(c Conn, err error) error {
 
 // readLoop applies the client's messages to the session.
 func (m *Manager) readLoop(ctx context.Context, c Conn, s *Session, v *viewer) error {
+	// Serve closes c when the viewer ends, which ends a Read: a context
+	// that ends would cost each message a hook on it (see sender).
+	rctx := context.WithoutCancel(ctx)
 	for {
-		b, err := c.Read(ctx)
+		b, err := c.Read(rctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
@@ -373,9 +408,11 @@ func (s *Session) pump(ctx context.Context, m *Manager, c Conn, v *viewer) error
 	v.cursor += int64(n)
 	s.mu.Unlock()
 	replay := filterQueries(snap[:n])
+	w := newSender(ctx, c, m.cfg.WriteTimeout)
+	defer w.stop()
 	for len(replay) > 0 {
 		k := min(len(replay), frameSize)
-		if err := m.write(ctx, c, Frame(CmdOutput, replay[:k])); err != nil {
+		if err := w.write(Frame(CmdOutput, replay[:k])); err != nil {
 			return err
 		}
 		replay = replay[k:]
@@ -406,7 +443,7 @@ func (s *Session) pump(ctx context.Context, m *Manager, c Conn, v *viewer) error
 		v.writing = true
 		s.mu.Unlock()
 
-		err := m.write(ctx, c, frame[:1+n])
+		err := w.write(frame[:1+n])
 
 		s.mu.Lock()
 		v.writing = false

@@ -308,6 +308,29 @@ func TestMaxSessions(t *testing.T) {
 	<-d1
 }
 
+// A viewer whose peer takes nothing is closed once one write has waited
+// WriteTimeout; the session lives on.
+func TestWriteTimeoutClosesViewer(t *testing.T) {
+	m := newManager(t, func(c *Config) { c.WriteTimeout = 300 * time.Millisecond; c.StallTimeout = time.Minute })
+	p, _, done := connect(t, m, ServeOptions{}, hello)
+	p.send(t, "0echo unread\r") // its echo and output are never read
+	t0 := time.Now()
+	select {
+	case err := <-done:
+		if !errors.Is(err, errWriteTimeout) {
+			t.Fatalf("Serve = %v, want %v", err, errWriteTimeout)
+		}
+		if d := time.Since(t0); d < 250*time.Millisecond {
+			t.Fatalf("closed after %v, before the write timeout", d)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a write to a peer that reads nothing never timed out")
+	}
+	if m.Count() != 1 {
+		t.Fatalf("%d sessions after the viewer was dropped, want 1", m.Count())
+	}
+}
+
 func TestMalformedCloses(t *testing.T) {
 	m := newManager(t, nil)
 	tests := []struct {
