@@ -116,14 +116,14 @@ type scenario struct {
 // scenarios are the measurements, in the report's order.
 func scenarios() []scenario {
 	return []scenario{
-		{"idle_rss", "x11vnc + websockify (+ ttyd with TTYD=)", idleRSS},
+		{"idle_rss", "x11vnc + websockify (+ ttyd when there is one: TTYD= or on PATH)", idleRSS},
 		{"start", "shell script starting Xvfb, x11vnc, websockify, Chromium", startTime},
 		{"rfb", "x11vnc + websockify on the same Xvfb", rfbScenario},
 		{"rfb_wheel", "x11vnc + websockify on the same Xvfb", rfbWheelScenario},
 		{"rfb_gallery", "x11vnc + websockify on the same Xvfb", rfbGalleryScenario},
 		{"rfb_typing", "x11vnc + websockify on the same Xvfb", rfbTypingScenario},
 		{"motion", "Xtigervnc + websockify (its own display and Chromium), and x11vnc + websockify on deskd's Xvfb", motionScenario},
-		{"terminal", "ttyd (TTYD=) or a raw PTY read in-process", terminalScenario},
+		{"terminal", "ttyd (TTYD= or on PATH), and always the floor: a raw PTY read in-process", terminalScenario},
 		{"cdp", "a direct connection to the same Chromium", cdpScenario},
 		{"computer", "xdotool + ImageMagick import spawned per action", computerScenario},
 	}

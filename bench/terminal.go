@@ -31,8 +31,9 @@ var termLoads = []struct{ name, cmd string }{
 // echo of the command line itself does not contain it.
 const endMark = "__END__"
 
-// terminalScenario: deskd's /terminal/ws against ttyd (TTYD=) or, without
-// it, a raw PTY read by this process (the ceiling: no server at all).
+// terminalScenario: deskd's /terminal/ws against ttyd (TTYD=, or on
+// PATH) when there is one, and always against the floor: the same work on
+// a PTY read by this process, with no server at all.
 func terminalScenario(ctx context.Context, c Config) ([]Figure, string, error) {
 	dk, err := startDeskd(ctx, c)
 	if err != nil {
@@ -40,61 +41,123 @@ func terminalScenario(ctx context.Context, c Config) ([]Figure, string, error) {
 	}
 	defer dk.stop()
 	deskdEP := endpoint{name: "deskd", url: "ws://" + dk.addr + "/terminal/ws", pid: dk.pid}
-	var peer endpoint
-	notes := "peer: a raw PTY read in-process (no server); give TTYD=/path/to/ttyd to measure ttyd"
+	var peer *endpoint
+	notes := "peer: the raw PTY floor (no ttyd: give TTYD=/path/to/ttyd or put it on PATH)"
 	if c.TTYD != "" {
 		tt, err := startTTYD(ctx, c.TTYD)
 		if err != nil {
 			return nil, "", fmt.Errorf("ttyd: %w", err)
 		}
 		defer tt.stop()
-		peer = endpoint{name: "ttyd", url: "ws://" + tt.addr + "/ws", pid: tt.pid}
-		notes = "peer: ttyd " + c.TTYD
+		peer = &endpoint{name: "ttyd", url: "ws://" + tt.addr + "/ws", pid: tt.pid}
+		notes = "peer: " + ttydVersion(ctx, c.TTYD) + "; rows marked (floor) are deskd against a raw PTY read in-process, with no server"
+	}
+	// against adds deskd's samples against the peer's, or against the
+	// floor's when there is no peer; with a peer, the floor as info rows.
+	var figs []Figure
+	against := func(metric, unit, better string, d, p, raw []float64) {
+		if peer == nil {
+			figs = append(figs, figure(metric, unit, better, d, raw))
+			return
+		}
+		figs = append(figs, figure(metric, unit, better, d, p))
+		figs = append(figs, figure(metric+" (floor)", unit, "info", d, raw))
 	}
 	rounds := max(1, min(c.Rounds, 3)) // 100 MB a round
-	var figs []Figure
 	for _, load := range termLoads {
-		var dt, pt, dc, pc []float64
+		var dt, pt, rt, dc, pc, rc []float64
 		for i := range rounds {
 			sec, cpu, err := deskdEP.throughput(ctx, load.cmd)
 			if err != nil {
 				return nil, "", fmt.Errorf("deskd %s: %w", load.name, err)
 			}
 			dt, dc = append(dt, termBytes/sec/1e6), append(dc, cpu)
-			if peer.url != "" {
+			line := fmt.Sprintf("  %s round %d: deskd %.0f MB/s %.2f s CPU", load.name, i, dt[i], dc[i])
+			if peer != nil {
 				sec, cpu, err = peer.throughput(ctx, load.cmd)
-			} else {
-				sec, cpu, err = rawThroughput(ctx, load.cmd)
+				if err != nil {
+					return nil, "", fmt.Errorf("ttyd %s: %w", load.name, err)
+				}
+				pt, pc = append(pt, termBytes/sec/1e6), append(pc, cpu)
+				line += fmt.Sprintf(", ttyd %.0f MB/s %.2f s CPU", pt[i], pc[i])
 			}
+			sec, cpu, err = rawThroughput(ctx, load.cmd)
 			if err != nil {
-				return nil, "", fmt.Errorf("peer %s: %w", load.name, err)
+				return nil, "", fmt.Errorf("raw PTY %s: %w", load.name, err)
 			}
-			pt, pc = append(pt, termBytes/sec/1e6), append(pc, cpu)
-			fmt.Fprintf(c.Log, "  %s round %d: deskd %.0f MB/s %.2f s CPU, peer %.0f MB/s %.2f s CPU\n", load.name, i, dt[i], dc[i], pt[i], pc[i])
+			rt, rc = append(rt, termBytes/sec/1e6), append(rc, cpu)
+			fmt.Fprintf(c.Log, "%s, floor %.0f MB/s %.2f s CPU\n", line, rt[i], rc[i])
 		}
+		against("throughput, "+load.name, "MB/s", "higher", dt, pt, rt)
+		against("server CPU per 100 MB, "+load.name, "s", "lower", dc, pc, rc)
+	}
+	// Echo: alternating rounds, each a median of its own.
+	var d50, d99, p50, p99, r50, r99 []float64
+	for i := range max(3, rounds) {
+		a, b, err := deskdEP.echo(ctx, echoKeys)
+		if err != nil {
+			return nil, "", fmt.Errorf("deskd echo: %w", err)
+		}
+		d50, d99 = append(d50, a), append(d99, b)
+		line := fmt.Sprintf("  echo round %d: deskd p50 %.3f p99 %.3f ms", i, a, b)
+		if peer != nil {
+			if a, b, err = peer.echo(ctx, echoKeys); err != nil {
+				return nil, "", fmt.Errorf("ttyd echo: %w", err)
+			}
+			p50, p99 = append(p50, a), append(p99, b)
+			line += fmt.Sprintf(", ttyd p50 %.3f p99 %.3f ms", a, b)
+		}
+		if a, b, err = rawEcho(ctx, echoKeys); err != nil {
+			return nil, "", fmt.Errorf("raw PTY echo: %w", err)
+		}
+		r50, r99 = append(r50, a), append(r99, b)
+		fmt.Fprintf(c.Log, "%s, floor p50 %.3f p99 %.3f ms\n", line, a, b)
+	}
+	against("keystroke echo p50", "ms", "lower", d50, p50, r50)
+	against("keystroke echo p99", "ms", "lower", d99, p99, r99)
+
+	// Many terminals, each watched twice, all printing.
+	dc, err := deskdEP.crowd(ctx, crowdTerms, crowdViewers, crowdRun)
+	if err != nil {
+		return nil, "", fmt.Errorf("deskd crowd: %w", err)
+	}
+	fmt.Fprintf(c.Log, "  crowd: deskd %s\n", dc)
+	metric := fmt.Sprintf("line latency, %d terminals x %d viewers printing", crowdTerms, crowdViewers)
+	if peer == nil {
 		figs = append(figs,
-			figure("throughput, "+load.name, "MB/s", "higher", dt, pt),
-			figure("server CPU per 100 MB, "+load.name, "s", "lower", dc, pc))
+			figure(metric+", p50", "ms", "info", []float64{dc.p50}, nil),
+			figure(metric+", p99", "ms", "info", []float64{dc.p99}, nil),
+			figure("server CPU, "+metric, "% of a core", "info", []float64{dc.cpu}, nil))
+		return figs, notes, nil
 	}
-	d50, d99, err := deskdEP.echo(ctx, 300)
+	// ttyd starts a shell per connection: as many viewers, each on a
+	// shell of its own (twice the shells deskd runs, the same bytes to
+	// the viewers).
+	pc, err := peer.crowd(ctx, crowdTerms*crowdViewers, 1, crowdRun)
 	if err != nil {
-		return nil, "", fmt.Errorf("deskd echo: %w", err)
+		return nil, "", fmt.Errorf("ttyd crowd: %w", err)
 	}
-	var p50, p99 float64
-	if peer.url != "" {
-		p50, p99, err = peer.echo(ctx, 300)
-	} else {
-		p50, p99, err = rawEcho(ctx, 300)
-	}
-	if err != nil {
-		return nil, "", fmt.Errorf("peer echo: %w", err)
-	}
-	fmt.Fprintf(c.Log, "  echo: deskd p50 %.3f p99 %.3f ms, peer p50 %.3f p99 %.3f ms\n", d50, d99, p50, p99)
+	fmt.Fprintf(c.Log, "  crowd: ttyd %s\n", pc)
 	figs = append(figs,
-		figure("keystroke echo p50", "ms", "lower", []float64{d50}, []float64{p50}),
-		figure("keystroke echo p99", "ms", "lower", []float64{d99}, []float64{p99}))
+		figure(metric+", p50", "ms", "lower", []float64{dc.p50}, []float64{pc.p50}),
+		figure(metric+", p99", "ms", "lower", []float64{dc.p99}, []float64{pc.p99}),
+		figure("server CPU, "+metric, "% of a core", "lower", []float64{dc.cpu}, []float64{pc.cpu}))
+	notes += fmt.Sprintf("; line latency: %d shells each printing a timestamped line every %v, watched by %d viewers each (ttyd, which starts a shell per connection: %d shells, one viewer each)",
+		crowdTerms, crowdEvery, crowdViewers, crowdTerms*crowdViewers)
 	return figs, notes, nil
 }
+
+// ttydVersion is what bin --version says (and its path).
+func ttydVersion(ctx context.Context, bin string) string {
+	out, err := exec.CommandContext(ctx, bin, "--version").Output()
+	if err != nil {
+		return bin
+	}
+	return strings.TrimSpace(string(out)) + " (" + bin + ")"
+}
+
+// echoKeys is how many keys an echo round types.
+const echoKeys = 300
 
 type server struct {
 	addr string

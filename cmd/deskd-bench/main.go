@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -28,12 +29,15 @@ func run(ctx context.Context) int {
 	deskd := fs.String("deskd", "bin/deskd", "deskd binary to measure")
 	out := fs.String("out", "bench/results/latest.json", "report path; the .md table and .svg chart go beside it")
 	rounds := fs.Int("rounds", 5, "alternating deskd/peer rounds per scenario")
-	ttyd := fs.String("ttyd", os.Getenv("TTYD"), "ttyd binary for the terminal peer (env TTYD)")
+	ttyd := fs.String("ttyd", os.Getenv("TTYD"), "ttyd binary for the terminal peer (env TTYD; default: ttyd on PATH, if any)")
 	only := fs.String("only", "", "comma-separated scenarios to run (default all); the report then holds only those")
 	classes := fs.String("motion-classes", "", "comma-separated words: the motion scenario runs only the classes whose name holds one (canvas, video, drag)")
 	reliability := fs.String("reliability", "", "instead: run the fault, load and hostile-input suites and write this report (.md beside it)")
 	loadTime := fs.Duration("load-time", 60*time.Second, "how long the load test of -reliability lasts")
 	fs.Parse(os.Args[1:])
+	if *ttyd == "" {
+		*ttyd, _ = exec.LookPath("ttyd") // none: the terminal's peer is the raw PTY floor
+	}
 	abs, err := filepath.Abs(*deskd)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "deskd-bench:", err)
