@@ -18,7 +18,7 @@ func TestLineStamp(t *testing.T) {
 		{"T", time.Time{}, false},
 		{"T$EPOCHREALTIME $F", time.Time{}, false}, // the loop's own text
 		{"t1733570000.123456 x", time.Time{}, false},
-		{"T1733570000.12345 x", time.Time{}, false},  // not micros
+		{"T1733570000.12345 x", time.Time{}, false},   // not micros
 		{"T1733570000.1234567 x", time.Time{}, false}, // not micros
 		{"T1733570000 x", time.Time{}, false},
 		{"T.123456 x", time.Time{}, false},
