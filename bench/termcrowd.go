@@ -143,7 +143,11 @@ func (e endpoint) crowd(ctx context.Context, terms, viewers int, ct crowdTime) (
 	mu.Unlock()
 	// Stop the shells (deskd's outlive their viewers), then the readers.
 	for _, w := range writers {
-		w.input(ctx, "\x03exit\r")
+		w.input(ctx, "\x03") // an interrupt flushes what is typed after it
+	}
+	sleep(ctx, 300*time.Millisecond)
+	for _, w := range writers {
+		w.input(ctx, "exit\r")
 	}
 	sleep(ctx, 500*time.Millisecond)
 	stop()

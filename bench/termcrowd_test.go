@@ -1,6 +1,10 @@
 package bench
 
 import (
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -60,13 +64,42 @@ func TestTerminalMeasures(t *testing.T) {
 	if err != nil || p50 <= 0 || p99 < p50 {
 		t.Fatalf("echo: p50 %v p99 %v, %v", p50, p99, err)
 	}
+	if _, _, err := ep.throughput(ctx, "seq 100000"); err != nil {
+		t.Fatalf("throughput: %v", err)
+	}
+	// Each measurement ended its shell: the crowd may start all it needs.
 	r, err := ep.crowd(ctx, 3, 2, crowdTime{500 * time.Millisecond, 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("echo p50 %.3f p99 %.3f ms; crowd %v", p50, p99, r)
+	if n := countSessions(t, dk.addr); n != 0 {
+		t.Fatalf("%d terminal sessions left after the measurements", n)
+	}
 	// 6 viewers, a line every 5 ms each for 2 s: far more than a few.
 	if r.lines < 6*100 || r.p50 <= 0 || r.p99 < r.p50 || r.cpu <= 0 {
 		t.Fatalf("crowd: %v", r)
 	}
+}
+
+// countSessions is deskd's cubepod_terminal_sessions gauge.
+func countSessions(t *testing.T, addr string) int {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "cubepod_terminal_sessions "); ok {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil {
+				t.Fatalf("gauge %q: %v", l, err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no cubepod_terminal_sessions in /metrics:\n%s", b)
+	return 0
 }

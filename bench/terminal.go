@@ -17,6 +17,7 @@ import (
 
 	"github.com/coder/websocket"
 	"github.com/creack/pty"
+	"github.com/cubepod/deskd/rawconn"
 )
 
 // Terminal workloads: 100 MB of output, in long lines and in short ones.
@@ -262,6 +263,30 @@ func (tc *ttyClient) input(ctx context.Context, s string) error {
 	return tc.send(ctx, append([]byte{'0'}, s...))
 }
 
+// exit ends the shell (a running program is interrupted first) and
+// waits until the server closes the connection: deskd's sessions outlive
+// their viewers, and the next measurement must not find them running.
+func (tc *ttyClient) exit(ctx context.Context) error {
+	// An interrupt flushes what is typed after it: exit goes in later.
+	if err := tc.input(ctx, "\x03"); err != nil {
+		return err
+	}
+	sleep(ctx, 300*time.Millisecond)
+	if err := tc.input(ctx, "exit\r"); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		if _, _, err := tc.c.Read(ctx); err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("the shell did not exit: %w", ctx.Err())
+			}
+			return nil
+		}
+	}
+}
+
 // readUntil reads output until want has been seen (it may span messages).
 func (tc *ttyClient) readUntil(ctx context.Context, want string) error {
 	tail := []byte{}
@@ -308,7 +333,7 @@ func (e endpoint) throughput(ctx context.Context, cmd string) (float64, float64,
 		return 0, 0, err
 	}
 	sec := time.Since(t0).Seconds()
-	return sec, (cpuOf(e.pid) - cpu0).Seconds(), tc.input(ctx, "exit\r")
+	return sec, (cpuOf(e.pid) - cpu0).Seconds(), tc.exit(ctx)
 }
 
 // echo types n characters one at a time and times each one's echo.
@@ -329,12 +354,16 @@ func (e endpoint) echo(ctx context.Context, n int) (p50, p99 float64, err error)
 	if err := tc.readUntil(ctx, "__READY__"); err != nil {
 		return 0, 0, err
 	}
-	return timeEchoes(n, func(ch string) error {
+	p50, p99, err = timeEchoes(n, func(ch string) error {
 		if err := tc.input(ctx, ch); err != nil {
 			return err
 		}
 		return tc.readUntil(ctx, ch)
 	})
+	if err != nil {
+		return 0, 0, err
+	}
+	return p50, p99, tc.exit(ctx)
 }
 
 // timeEchoes sends n distinct printable characters (a line of them, then
@@ -412,14 +441,28 @@ func rawEcho(ctx context.Context, n int) (float64, float64, error) {
 	})
 }
 
-func rawShell(cmd string) (*os.File, *exec.Cmd, error) {
+// rawShell runs cmd on a PTY whose master this process reads as deskd
+// does (in the poller, raw system calls): pty.Start leaves it blocking,
+// and a Go program reading a blocking PTY pays for a thread handed off at
+// each read (four times deskd's CPU on short lines): not a floor.
+func rawShell(cmd string) (*rawconn.File, *exec.Cmd, error) {
 	c := exec.Command("/bin/bash", "--norc", "-c", cmd)
 	c.Env = append(os.Environ(), "TERM=xterm-256color")
-	ptmx, err := pty.StartWithSize(c, &pty.Winsize{Cols: 200, Rows: 50})
+	m, err := pty.StartWithSize(c, &pty.Winsize{Cols: 200, Rows: 50})
 	if err != nil {
 		return nil, nil, err
 	}
-	return ptmx, c, nil
+	nb, err := rawconn.Nonblocking(m)
+	if err == nil {
+		var f *rawconn.File
+		if f, err = rawconn.NewFile(nb); err == nil {
+			return f, c, nil
+		}
+		nb.Close()
+	}
+	syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+	c.Wait()
+	return nil, nil, err
 }
 
 func rusageSec(r syscall.Rusage) float64 {
