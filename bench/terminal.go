@@ -267,23 +267,38 @@ func (tc *ttyClient) input(ctx context.Context, s string) error {
 // waits until the server closes the connection: deskd's sessions outlive
 // their viewers, and the next measurement must not find them running.
 func (tc *ttyClient) exit(ctx context.Context) error {
-	// An interrupt flushes what is typed after it: exit goes in later.
-	if err := tc.input(ctx, "\x03"); err != nil {
-		return err
-	}
-	sleep(ctx, 300*time.Millisecond)
-	if err := tc.input(ctx, "exit\r"); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	for {
-		if _, _, err := tc.c.Read(ctx); err != nil {
-			if ctx.Err() != nil {
-				return fmt.Errorf("the shell did not exit: %w", ctx.Err())
+	typed := make(chan struct{})
+	go func() { // ends with ctx, which ends when the connection closes
+		defer close(typed)
+		for {
+			// An interrupt flushes what is typed after it: exit goes later.
+			if tc.input(ctx, "\x03") != nil {
+				return
 			}
-			return nil
+			sleep(ctx, 300*time.Millisecond)
+			if tc.input(ctx, "exit\r") != nil {
+				return
+			}
+			sleep(ctx, 3*time.Second) // not gone yet: again
+			if ctx.Err() != nil {
+				return
+			}
 		}
+	}()
+	defer func() { cancel(); <-typed }()
+	var last []byte
+	for {
+		_, b, err := tc.c.Read(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return fmt.Errorf("the shell did not exit; its last output: %q", last)
+			}
+			return nil // closed: the shell is gone
+		}
+		last = append(last, b...)
+		last = last[max(0, len(last)-200):]
 	}
 }
 
