@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"path"
+	"regexp"
 	"strings"
 )
 
@@ -70,8 +72,15 @@ func rewriteTarget(t map[string]any, pub Public) {
 	}
 }
 
-// rewriteFrontend points the ws= (or wss=) parameter of a DevTools
-// frontend URL at the relay.
+// frontendPage is the name of a DevTools frontend page Chromium bundles
+// (inspector.html, js_app.html, worker_app.html, ...).
+var frontendPage = regexp.MustCompile(`^[a-z_]{1,32}\.html$`)
+
+// rewriteFrontend points a DevTools frontend URL at the copy of the
+// frontend Chromium bundles, served through the relay (Chromium names
+// chrome-devtools-frontend.appspot.com, which a sandbox cannot reach and
+// whose Origin the relay refuses), path-absolute under the panel as
+// Chromium's own once were, and its ws= (or wss=) parameter at the relay.
 func rewriteFrontend(s string, pub Public) string {
 	u, err := url.Parse(s)
 	if err != nil {
@@ -89,6 +98,9 @@ func rewriteFrontend(s string, pub Public) string {
 	q.Del("ws")
 	q.Del("wss")
 	q.Set(pub.Scheme, pub.base()+target[i:])
-	u.RawQuery = q.Encode()
-	return u.String()
+	page := path.Base(u.Path)
+	if !frontendPage.MatchString(page) {
+		page = "inspector.html"
+	}
+	return (&url.URL{Path: pub.Prefix + "/cdp/devtools/" + page, RawQuery: q.Encode()}).String()
 }

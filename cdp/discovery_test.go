@@ -2,6 +2,7 @@ package cdp
 
 import (
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -25,13 +26,28 @@ func TestRewriteDiscovery(t *testing.T) {
 			want: map[string]string{
 				"id": "P1", "url": "about:blank",
 				"webSocketDebuggerUrl": "wss://gw.example/panel/TOK/cdp/devtools/page/P1",
-				"devtoolsFrontendUrl":  "/devtools/inspector.html?wss=gw.example%2Fpanel%2FTOK%2Fcdp%2Fdevtools%2Fpage%2FP1",
+				"devtoolsFrontendUrl":  "/panel/TOK/cdp/devtools/inspector.html?wss=gw.example%2Fpanel%2FTOK%2Fcdp%2Fdevtools%2Fpage%2FP1",
 			},
 		},
 		{
 			name: "frontend url with a full origin",
 			in:   `{"devtoolsFrontendUrl":"https://chrome-devtools-frontend.appspot.com/serve_rev/@x/inspector.html?ws=127.0.0.1:9222/devtools/page/P2"}`,
-			want: map[string]string{"devtoolsFrontendUrl": "https://chrome-devtools-frontend.appspot.com/serve_rev/@x/inspector.html?wss=gw.example%2Fpanel%2FTOK%2Fcdp%2Fdevtools%2Fpage%2FP2"},
+			// Chromium's bundled copy, through the relay, not the appspot one.
+			want: map[string]string{"devtoolsFrontendUrl": "/panel/TOK/cdp/devtools/inspector.html?wss=gw.example%2Fpanel%2FTOK%2Fcdp%2Fdevtools%2Fpage%2FP2"},
+		},
+		{
+			name: "a worker's frontend page kept, a strange one not",
+			in: `[{"devtoolsFrontendUrl":"https://chrome-devtools-frontend.appspot.com/serve_rev/@x/worker_app.html?ws=127.0.0.1:9222/devtools/page/W1",
+			  "devtoolsFrontendUrlCompat":"https://x/serve_rev/@x/..%2Fevil.js?ws=127.0.0.1:9222/devtools/page/W1"}]`,
+			want: map[string]string{
+				"devtoolsFrontendUrl":       "/panel/TOK/cdp/devtools/worker_app.html?wss=gw.example%2Fpanel%2FTOK%2Fcdp%2Fdevtools%2Fpage%2FW1",
+				"devtoolsFrontendUrlCompat": "/panel/TOK/cdp/devtools/inspector.html?wss=gw.example%2Fpanel%2FTOK%2Fcdp%2Fdevtools%2Fpage%2FW1",
+			},
+		},
+		{
+			name: "frontend url without a target left alone",
+			in:   `{"devtoolsFrontendUrl":"https://elsewhere/inspector.html?ws=somewhere/else"}`,
+			want: map[string]string{"devtoolsFrontendUrl": "https://elsewhere/inspector.html?ws=somewhere/else"},
 		},
 		{
 			name: "foreign url left alone",
@@ -83,6 +99,12 @@ func FuzzRewriteDiscovery(f *testing.F) {
 		}
 		if json.Valid(b) && !json.Valid(out) {
 			t.Fatalf("valid %q became invalid %q", b, out)
+		}
+		// A rewritten frontend URL stays under the relay's frontend.
+		for _, m := range regexp.MustCompile(`"(/[^"]*)"`).FindAllSubmatch(out, -1) {
+			if u := string(m[1]); strings.Contains(u, "?wss=") && !strings.HasPrefix(u, pub.Prefix+"/cdp/devtools/") {
+				t.Fatalf("frontend URL %q outside the relay in %q", u, out)
+			}
 		}
 	})
 }

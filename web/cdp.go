@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"path"
 	"regexp"
 	"strconv"
 	"strings"
@@ -24,10 +25,14 @@ import (
 //	/cdp/json/close/<id>, /cdp/json/activate/<id>     discovery (a trailing / is fine)
 //	/cdp, /cdp/                     WebSocket to the current browser target
 //	/cdp/devtools/{browser,page,...}/<id>   WebSocket to that target
+//	/cdp/devtools/inspector.html, ...   Chromium's bundled DevTools frontend (GET)
 
 var (
 	jsonPath     = regexp.MustCompile(`^/json(/list|/version|/protocol|/new|/(close|activate)/[A-Za-z0-9._-]{1,128})?$`)
 	devtoolsPath = regexp.MustCompile(`^/devtools/[a-z_]{1,32}/[A-Za-z0-9._-]{1,128}$`)
+	// targetPath is a target's WebSocket (never a frontend file).
+	targetPath   = regexp.MustCompile(`^/devtools/(browser|page|tab|iframe|worker|shared_worker|service_worker|other)/`)
+	frontendPath = regexp.MustCompile(`^/devtools/[A-Za-z0-9_][A-Za-z0-9._/-]{0,250}$`)
 )
 
 // answerTimeout bounds the wait for Chromium's answer to a discovery
@@ -210,6 +215,10 @@ func (s *Server) exited(ctx context.Context, died <-chan struct{}) bool {
 
 func (s *Server) cdpDevtools(w http.ResponseWriter, r *http.Request) {
 	path := strings.TrimPrefix(r.URL.Path, "/cdp")
+	if !isUpgrade(r) && !targetPath.MatchString(path) {
+		s.cdpFrontend(w, r, path)
+		return
+	}
 	if !devtoolsPath.MatchString(path) {
 		http.Error(w, "no such DevTools target", http.StatusNotFound)
 		return
@@ -223,6 +232,61 @@ func (s *Server) cdpDevtools(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.relay(w, r, port, path)
+}
+
+// maxFrontendFile bounds one file of the DevTools frontend (its largest
+// bundle is a few MiB).
+const maxFrontendFile = 32 << 20
+
+// cdpFrontend serves the DevTools frontend that Chromium bundles and
+// serves on its debugging port (/devtools/inspector.html and the modules
+// it loads), so that a person can inspect the sandbox's pages from the
+// panel: discovery's devtoolsFrontendUrl points here. Same origin as the
+// panel, so the inspector's WebSocket to the relay passes the Origin
+// check. GET only, clean paths only, bounded.
+func (s *Server) cdpFrontend(w http.ResponseWriter, r *http.Request, p string) {
+	if !frontendPath.MatchString(p) || path.Clean(p) != p || strings.Contains(p, "..") {
+		http.Error(w, "no such DevTools frontend file", http.StatusNotFound)
+		return
+	}
+	port, err := s.chromium(r.Context())
+	if err != nil {
+		http.Error(w, "browser not available: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), answerTimeout)
+	defer cancel()
+	host := "127.0.0.1:" + strconv.Itoa(port)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, (&url.URL{Scheme: "http", Host: host, Path: p}).String(), nil)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	req.Host = host
+	resp, err := cdp.HTTP.Do(req)
+	if err != nil {
+		http.Error(w, "browser not answering: "+err.Error(), http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxFrontendFile+1))
+	if err != nil || len(body) > maxFrontendFile {
+		http.Error(w, fmt.Sprintf("browser answer unreadable or over %d bytes", maxFrontendFile), http.StatusBadGateway)
+		return
+	}
+	// Chromium answers 200 and nothing for a file it does not have.
+	if resp.StatusCode == http.StatusOK && len(body) == 0 {
+		http.Error(w, "no such DevTools frontend file", http.StatusNotFound)
+		return
+	}
+	h := w.Header()
+	if ct := resp.Header.Get("Content-Type"); ct != "" {
+		h.Set("Content-Type", ct)
+	}
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-cache") // another Chromium may bring another frontend
+	w.WriteHeader(resp.StatusCode)
+	w.Write(body)
 }
 
 // relay dials Chromium first, so a missing target is an HTTP error the

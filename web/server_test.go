@@ -101,6 +101,17 @@ func TestPanelCheck(t *testing.T) {
 		{"cdp: bad target id", "GET", "/panel/" + good + "/cdp/json/close/a%2Fb", 404, ""},
 		{"cdp: bad devtools path", "GET", "/panel/" + good + "/cdp/devtools/page/x/y", 404, "no such DevTools target"},
 		{"cdp: devtools without upgrade", "GET", "/panel/" + good + "/cdp/devtools/page/ABC", 400, "WebSocket only"},
+		// The mux sends unclean paths to their clean form (and outside the
+		// token's prefix: a redirect serves nothing).
+		{"cdp: frontend outside devtools", "GET", "/panel/" + good + "/cdp/devtools/../json/version", 307, ""},
+		{"cdp: frontend dot segment", "GET", "/panel/" + good + "/cdp/devtools/core/%2e%2e/x.js", 307, ""},
+		{"cdp: frontend double slash", "GET", "/panel/" + good + "/cdp/devtools//etc/passwd", 307, ""},
+		{"cdp: frontend encoded slash", "GET", "/panel/" + good + "/cdp/devtools/core%2f..%2f..%2fx.js", 307, ""},
+		{"cdp: frontend hidden file", "GET", "/panel/" + good + "/cdp/devtools/.git/config", 404, "no such DevTools frontend file"},
+		{"cdp: frontend bad char", "GET", "/panel/" + good + "/cdp/devtools/a%00b.js", 404, "no such DevTools frontend file"},
+		{"cdp: frontend too long", "GET", "/panel/" + good + "/cdp/devtools/" + strings.Repeat("a", 300) + ".js", 404, "no such DevTools frontend file"},
+		{"cdp: frontend view token", "GET", "/panel/" + view + "/cdp/devtools/inspector.html", 403, "forbidden"},
+		{"cdp: frontend PUT", "PUT", "/panel/" + good + "/cdp/devtools/inspector.html", 405, ""},
 		{"cdp: view token", "GET", "/panel/" + view + "/cdp/json/version", 403, "forbidden"},
 		{"cdp: view token ws", "GET", "/panel/" + view + "/cdp", 403, "forbidden"},
 		{"wrong method", "GET", "/panel/" + good + "/api/desktop/stop", 405, ""},
