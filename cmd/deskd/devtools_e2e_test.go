@@ -18,8 +18,9 @@ import (
 const deepTextJS = `(() => { const out = []; const walk = n => { if (n.shadowRoot) walk(n.shadowRoot); for (const c of n.childNodes) { if (c.nodeType === 3) out.push(c.data); else walk(c); } }; walk(document.documentElement); return out.join(" "); })()`
 
 // A person opens DevTools on the sandbox's page from the panel: the
-// devtoolsFrontendUrl discovery gives (through the gateway) is Chromium's
-// bundled inspector served by the relay, headless Chromium loads it with
+// devtoolsFrontendUrl discovery gives (through the gateway), which the
+// desktop page's toolbar links, is Chromium's bundled inspector served by
+// the relay; headless Chromium loads it with
 // every file, it connects to the page through the relay (same origin, so
 // the Origin check passes), and its console evaluates in the page.
 func TestDevToolsThroughPanel(t *testing.T) {
@@ -48,10 +49,19 @@ func TestDevToolsThroughPanel(t *testing.T) {
 		t.Fatalf("devtoolsFrontendUrl %q: want the relay's inspector under %s", front, gwURL.Path)
 	}
 	fu, _ := url.Parse(front)
-	inspector := gwURL.ResolveReference(fu).String() + "&panel=console"
+	want := gwURL.ResolveReference(fu).String()
 
+	// The desktop page's toolbar lists the tabs, each linking there.
 	b := newBrowser(t, chromium)
-	b.load(inspector, `document.readyState === "complete"`)
+	b.load(sr.DesktopURL, `document.body.dataset.state === "connected"`)
+	b.showBar(t)
+	b.click(t, "#devbtn")
+	const link = `[...document.querySelectorAll("#devlist a")].find(a => a.title.startsWith("data:text/html"))`
+	b.waitJS(t, `!!`+link)
+	if href := b.eval(t, link+`.href`); href != want {
+		t.Fatalf("the toolbar links the page's DevTools at %s, discovery at %s", href, want)
+	}
+	b.load(want+"&panel=console", `document.readyState === "complete"`)
 	// The console prompt takes focus once the inspector has connected.
 	expr := `devtoolsMark + ":" + (1+1)`
 	deadline := time.Now().Add(30 * time.Second)

@@ -279,7 +279,7 @@ func TestPanelControls(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.load(gw+"/panel/"+view+"/vnc.html?autoconnect=true&resize=scale", `document.body.dataset.state === "connected"`)
-	b.waitJS(t, `!document.getElementById("viewbadge").hidden && document.getElementById("viewonly").hidden && window.deskd.rfb.viewOnly === true && getComputedStyle(document.getElementById("upload")).display === "none"`)
+	b.waitJS(t, `!document.getElementById("viewbadge").hidden && document.getElementById("viewonly").hidden && window.deskd.rfb.viewOnly === true && getComputedStyle(document.getElementById("upload")).display === "none" && document.getElementById("devbtn").hidden`)
 	if got := b.eval(t, `fetch("files/Downloads/x.txt", {method: "PUT", body: "x"}).then(r => String(r.status))`); got != "403" {
 		t.Fatalf("a view token's upload: %s", got)
 	}

@@ -1,5 +1,5 @@
 // deskd desktop page: noVNC core RFB against the relative "websockify" path,
-// with a toolbar (state, reconnect, extra keys, clipboard, files, settings,
+// with a toolbar (state, reconnect, extra keys, clipboard, files, DevTools, settings,
 // view only, full screen), the clipboard (explicit, or automatic when the
 // person turns it on) and file transfer.
 import RFB from './vendor/novnc/core/rfb.js';
@@ -21,6 +21,7 @@ const ui = {
   clipsend: $('clipsend'), clipcopy: $('clipcopy'), autoclip: $('autoclip'),
   filesbtn: $('filesbtn'), files: $('files'), filelist: $('filelist'), filenote: $('filenote'),
   upload: $('upload'), refresh: $('refresh'), picker: $('picker'), drop: $('drop'),
+  devbtn: $('devbtn'), devtools: $('devtools'), devlist: $('devlist'), devnote: $('devnote'), devrefresh: $('devrefresh'),
   setbtn: $('setbtn'), settings: $('settings'), resize: $('resize'), hidpi: $('hidpi'),
   quality: $('quality'), qualityout: $('qualityout'), compression: $('compression'), compressionout: $('compressionout'),
   viewonly: $('viewonly'), full: $('full'), cad: $('cad'), screen: $('screen'),
@@ -146,7 +147,7 @@ function connect() {
 }
 
 // ---- panels: one open at a time; Escape closes it ----
-const panels = [[ui.keysbtn, ui.keys], [ui.clipbtn, ui.clip], [ui.filesbtn, ui.files], [ui.setbtn, ui.settings]];
+const panels = [[ui.keysbtn, ui.keys], [ui.clipbtn, ui.clip], [ui.filesbtn, ui.files], [ui.devbtn, ui.devtools], [ui.setbtn, ui.settings]];
 function toggle(btn, panel, open = panel.hidden) {
   for (const [b, p] of panels) {
     if (p !== panel && p !== ui.keys && panel !== ui.keys) { p.hidden = true; b.setAttribute('aria-pressed', 'false'); }
@@ -155,6 +156,7 @@ function toggle(btn, panel, open = panel.hidden) {
   btn.setAttribute('aria-pressed', String(open));
   ui.body.classList.toggle('pinned', panels.some(([, p]) => !p.hidden));
   if (panel === ui.files && open) listFiles();
+  if (panel === ui.devtools && open) listTabs();
 }
 for (const [b, p] of panels) b.addEventListener('click', () => toggle(b, p));
 document.addEventListener('keydown', (e) => {
@@ -419,6 +421,34 @@ window.matchMedia?.(`(resolution: ${window.devicePixelRatio}dppx)`).addEventList
   if (rfb && settings.resize === 'remote' && settings.hidpi) { rfb.resizeSession = false; applySettings(); }
 });
 
+// ---- DevTools: the desktop browser's tabs, each opening its inspector ----
+// (full tokens only: the relay serves Chromium's own DevTools frontend,
+// whose URL discovery gives under this panel)
+async function listTabs() {
+  ui.devnote.textContent = "Opens Chromium's DevTools for a tab, in a new tab of this browser.";
+  let tabs = [];
+  try {
+    const r = await fetch('cdp/json/list', { cache: 'no-store' });
+    if (!r.ok) throw new Error((await r.text()).trim() || r.statusText);
+    tabs = (await r.json()).filter((t) => t.type === 'page' && t.devtoolsFrontendUrl);
+  } catch (err) {
+    ui.devnote.textContent = 'Could not list the tabs: ' + err.message;
+  }
+  ui.devlist.replaceChildren(...tabs.map((t) => {
+    const li = document.createElement('li');
+    const a = document.createElement('a');
+    a.href = t.devtoolsFrontendUrl;
+    a.target = '_blank';
+    a.rel = 'noopener';
+    a.textContent = t.title || t.url;
+    a.title = t.url;
+    li.append(a);
+    return li;
+  }));
+  if (!tabs.length) ui.devlist.innerHTML = '<li class="empty">No tabs</li>';
+}
+ui.devrefresh.addEventListener('click', listTabs);
+
 // ---- view only, full screen, reconnect ----
 function setReadOnly(v) {
   readOnly = v || tokenReadOnly;
@@ -438,7 +468,7 @@ ui.connect.addEventListener('click', () => { attempts = 0; if (rfb) rfb.disconne
 // Exposed for tests and embedding pages.
 window.deskd = {
   get rfb() { return rfb; }, connect, settings, get readOnly() { return readOnly; },
-  get autoClipboard() { return autoClipboard(); }, held, uploadFiles, listFiles, history,
+  get autoClipboard() { return autoClipboard(); }, held, uploadFiles, listFiles, listTabs, history,
 };
 
 // What the token allows decides the badge before anything connects.
@@ -453,6 +483,7 @@ window.deskd = {
     }
   } catch { /* an older deskd: assume what the URL says */ }
   ui.badge.hidden = !tokenReadOnly;
+  ui.devbtn.hidden = tokenReadOnly;
   ui.viewonly.hidden = tokenReadOnly;
   ui.body.classList.toggle('tokenview', tokenReadOnly);
   setReadOnly(readOnly);
