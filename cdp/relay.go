@@ -48,7 +48,10 @@ func DialUpstream(ctx context.Context, port int, path string) (*websocket.Conn, 
 // silent for ping (any inbound data counts as alive) and closes both when
 // a ping goes unanswered for another ping interval. It never sends a
 // message of its own. It returns why the relay ended.
-func Relay(ctx context.Context, agent, upstream *websocket.Conn, ping time.Duration) error {
+//
+// w, when not nil, is shown each message of at most maxInspected bytes
+// (whole, before it is passed on): tab-follow's view of the agent.
+func Relay(ctx context.Context, agent, upstream *websocket.Conn, ping time.Duration, w *Watcher) error {
 	if ping <= 0 {
 		ping = DefaultPing
 	}
@@ -64,8 +67,12 @@ func Relay(ctx context.Context, agent, upstream *websocket.Conn, ping time.Durat
 	var wg sync.WaitGroup
 	ended := make(chan endReason, 3)
 	wg.Add(3)
-	go func() { defer wg.Done(); ended <- copyMessages(ctx, legs[0], legs[1]) }()
-	go func() { defer wg.Done(); ended <- copyMessages(ctx, legs[1], legs[0]) }()
+	var fromAgent, fromBrowser func([]byte)
+	if w != nil {
+		fromAgent, fromBrowser = w.FromAgent, w.FromBrowser
+	}
+	go func() { defer wg.Done(); ended <- copyMessages(ctx, legs[0], legs[1], fromAgent) }()
+	go func() { defer wg.Done(); ended <- copyMessages(ctx, legs[1], legs[0], fromBrowser) }()
 	go func() { defer wg.Done(); ended <- heartbeat(ctx, legs, ping) }()
 	why := <-ended
 	// Tell each side what happened before cancelling: a read whose
@@ -119,25 +126,52 @@ func (e endReason) closeFor(l *leg) (websocket.StatusCode, string) {
 	}
 }
 
-// copyMessages streams each message from src to dst.
-func copyMessages(ctx context.Context, src, dst *leg) endReason {
+// copyMessages streams each message from src to dst. With inspect, a
+// message of at most maxInspected bytes is read whole and shown to it
+// before it goes on; a longer one is streamed past.
+func copyMessages(ctx context.Context, src, dst *leg, inspect func([]byte)) endReason {
 	buf := make([]byte, 32<<10)
+	var head []byte
+	if inspect != nil {
+		head = make([]byte, maxInspected)
+	}
 	for {
 		typ, r, err := src.c.Reader(ctx)
 		if err != nil {
 			return endOf(src, err)
 		}
 		src.touch()
+		rest := io.Reader(touchReader{r, src})
+		var first []byte
+		if inspect != nil {
+			n, err := io.ReadFull(rest, head)
+			switch err {
+			case io.EOF, io.ErrUnexpectedEOF: // the whole message
+				inspect(head[:n])
+				rest = nil
+			case nil: // more follows
+			default:
+				return endOf(src, err)
+			}
+			first = head[:n]
+		}
 		w, err := dst.c.Writer(ctx, typ)
 		if err != nil {
 			return endOf(dst, err)
 		}
-		if _, err := io.CopyBuffer(errWriter{w}, touchReader{r, src}, buf); err != nil {
-			var we *writeErr
-			if errors.As(err, &we) {
+		if len(first) > 0 {
+			if _, err := w.Write(first); err != nil {
 				return endOf(dst, err)
 			}
-			return endOf(src, err)
+		}
+		if rest != nil {
+			if _, err := io.CopyBuffer(errWriter{w}, rest, buf); err != nil {
+				var we *writeErr
+				if errors.As(err, &we) {
+					return endOf(dst, err)
+				}
+				return endOf(src, err)
+			}
 		}
 		if err := w.Close(); err != nil {
 			return endOf(dst, err)

@@ -53,6 +53,8 @@ type StartRequest struct {
 	TTL        string `json:"ttl,omitempty"` // Go duration, at most 24 h
 	Resolution string `json:"resolution,omitempty"`
 	URL        string `json:"url,omitempty"`
+	// TabFollow switches deskd's tab-follow on or off (absent: as it is).
+	TabFollow *bool `json:"tab_follow,omitempty"`
 }
 
 // StartResponse is what the control plane gets back.
@@ -143,12 +145,15 @@ func (g *Gateway) start(w http.ResponseWriter, r *http.Request, id string, up *u
 			return
 		}
 	}
-	body := map[string]string{}
+	body := map[string]any{}
 	if req.Resolution != "" {
 		body["resolution"] = req.Resolution
 	}
 	if req.URL != "" {
 		body["url"] = req.URL
+	}
+	if req.TabFollow != nil {
+		body["tab_follow"] = *req.TabFollow
 	}
 	status, code, err := g.callDeskd(r.Context(), id, up, http.MethodPost, "/api/desktop/start", body)
 	if err != nil {

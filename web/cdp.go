@@ -306,7 +306,7 @@ func (s *Server) relay(w http.ResponseWriter, r *http.Request, port int, path st
 	}
 	defer done()
 	defer up.CloseNow()
-	err = cdp.Relay(ctx, agent, up, s.cfg.CDPPing)
+	err = cdp.Relay(ctx, agent, up, s.cfg.CDPPing, s.watch(path))
 	s.log.Debug("cdp relay ended", "path", path, "why", err)
 }
 

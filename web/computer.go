@@ -230,6 +230,9 @@ type infoAnswer struct {
 	Cursor []int  `json:"cursor"`
 	Lease  string `json:"lease_holder,omitempty"`
 	LeaseS int    `json:"lease_expires_in_ms,omitempty"`
+	// Follow is tab-follow's state and the tab it brought to the front
+	// (the one a screenshot shows, unless a person switched since).
+	Follow followAnswer `json:"tab_follow"`
 }
 
 func (s *Server) computerInfo(w http.ResponseWriter, r *http.Request) {
@@ -245,6 +248,7 @@ func (s *Server) computerInfo(w http.ResponseWriter, r *http.Request) {
 	a := infoAnswer{Geometry: c.Geometry(), Cursor: []int{p.X, p.Y}}
 	holder, left := s.lease.state(time.Now())
 	a.Lease, a.LeaseS = holder, int(left/time.Millisecond)
+	a.Follow = s.followState(r.Context())
 	writeJSON(w, http.StatusOK, a)
 }
 

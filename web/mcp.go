@@ -119,6 +119,15 @@ func (s *Server) mcpServer(r *http.Request) *mcp.Server {
 			u := cdpURL.Scheme + "://" + cdpURL.Host + cdpURL.Prefix + "/cdp"
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: u}}}, nil
 		}))
+	srv.AddTool(&mcp.Tool{Name: "browser_followed_tab", Description: "Tab-follow: whether the desktop follows the tab you act on over CDP, and the tab it brought to the front (id, url, title): the one screenshots show unless a person switched since.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{}}`), Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		s.recovered("browser_followed_tab", func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			b, err := json.Marshal(s.followState(ctx))
+			if err != nil {
+				return nil, err
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(b)}}}, nil
+		}))
 	if s.cfg.Terminal != nil {
 		srv.AddTool(&mcp.Tool{Name: "shell_exec", Description: "Run a shell command as the desktop's user in a fresh terminal (PTY); returns its output (first 256 KiB) and exit code.",
 			InputSchema: json.RawMessage(`{"type":"object","properties":{"command":{"type":"string"},"timeout":{"type":"number","minimum":0,"maximum":600,"description":"seconds (default 30)"}},"required":["command"]}`)},

@@ -78,6 +78,9 @@ type Config struct {
 	// updates, screenshots) when the daemon runs on one P; nil: the
 	// runtime's own setting.
 	Cores *cores.Cores
+	// TabFollow brings the tab an agent acts on to the front (a start
+	// request may switch it).
+	TabFollow bool
 	// Video starts H.264 encoders for the RFB server (bridge.Config's);
 	// nil: encoding 50 is never used.
 	Video func(w, h, quality int) (bridge.VideoEncoder, error)
@@ -104,6 +107,7 @@ type Server struct {
 	cancel   context.CancelFunc
 	handlers handlerGroup
 	idle     *idleMemory
+	follow   *cdp.Follower
 }
 
 // New builds a Server; it owns no goroutines.
@@ -124,6 +128,7 @@ func New(cfg Config) *Server {
 	s := &Server{cfg: cfg, log: cfg.Logger, sessions: newSessions(cfg.SessionIdle), idle: newIdleMemory(2 * time.Second), shots: newShotGate()}
 	s.base, s.cancel = context.WithCancel(context.Background())
 	s.metrics = newMetrics(cfg.Stack, s.sessions, cfg.Terminal)
+	s.follow = s.newFollower()
 	mux := s.routes()
 	s.public = s.withPanel(mux)
 	s.control = s.withClaims(mux, panel.Claims{Scope: panel.ScopeFull})
@@ -143,6 +148,7 @@ func (s *Server) Close() {
 	s.comp.mu.Lock()
 	s.comp.close()
 	s.comp.mu.Unlock()
+	s.follow.Close()
 }
 
 // Handler is the public handler, for the TCP listener.
@@ -172,6 +178,8 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("POST /api/desktop/start", s.requireFull(requireJSON(s.apiStart)))
 	mux.HandleFunc("GET /api/desktop/status", s.requireFull(s.apiStatus))
 	mux.HandleFunc("GET /api/panel", s.apiPanel)
+	mux.HandleFunc("GET /api/follow", s.requireFull(s.apiFollow))
+	mux.HandleFunc("POST /api/follow", s.requireFull(requireJSON(s.apiFollowSet)))
 	mux.HandleFunc("POST /api/desktop/stop", s.requireFull(requireJSON(s.apiStop)))
 	// A GET of another /api/ path gets an API answer, not the file server's.
 	mux.HandleFunc("GET /api/", func(w http.ResponseWriter, r *http.Request) {
@@ -225,19 +233,31 @@ func requireJSON(h http.HandlerFunc) http.HandlerFunc {
 // maxAPIBody bounds a start request's JSON body.
 const maxAPIBody = 4096
 
+// startRequest is a start request's body: the desktop's options and
+// deskd's own.
+type startRequest struct {
+	desktop.StartOptions
+	// TabFollow switches tab-follow on or off (absent: as it is).
+	TabFollow *bool `json:"tab_follow,omitempty"`
+}
+
 func (s *Server) apiStart(w http.ResponseWriter, r *http.Request) {
-	var o desktop.StartOptions
+	var req startRequest
 	if r.ContentLength != 0 {
 		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxAPIBody))
 		dec.DisallowUnknownFields()
-		if err := dec.Decode(&o); err != nil && !errors.Is(err, io.EOF) {
+		if err := dec.Decode(&req); err != nil && !errors.Is(err, io.EOF) {
 			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "bad start request: " + err.Error()})
 			return
 		}
 	}
+	o := req.StartOptions
 	if err := cdp.CheckStartURL(o.URL); err != nil {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "bad start request: " + err.Error()})
 		return
+	}
+	if req.TabFollow != nil {
+		s.follow.SetOn(*req.TabFollow)
 	}
 
 	st, err := s.Activate(r.Context(), o)

@@ -65,6 +65,7 @@ type Config struct {
 	Home            string
 	MaxUploadMiB    int64
 	OneCore         bool
+	TabFollow       bool
 	H264            string // "auto" or "off"
 	X264            string
 	StopDaemon      bool // stop --daemon
@@ -166,6 +167,7 @@ func ParseFlags(cmd string, args []string, stderr io.Writer) (*Config, error) {
 		return nil, fmt.Errorf("%s: %w", envName("max-upload-mib"), err)
 	}
 	fs.Int64Var(&c.MaxUploadMiB, "max-upload-mib", maxUp, "largest file the files API accepts, in MiB (env DESKD_MAX_UPLOAD_MIB)")
+	fs.BoolVar(&c.TabFollow, "tab-follow", envBool("tab-follow", "true"), "bring the browser tab an agent acts on over CDP to the front, so the desktop shows it (not while a person uses the desktop); a start request's \"tab_follow\" switches it (env DESKD_TAB_FOLLOW)")
 	fs.BoolVar(&c.OneCore, "one-core", envBool("one-core", "true"), "run deskd's ordinary work on one scheduler thread (fewer thread wake-ups a frame); big encodes still use every core while they run; false: every core always; a GOMAXPROCS in the environment wins (env DESKD_ONE_CORE)")
 	str(&c.H264, "h264", "auto", `H.264 (RFB encoding 50) for the part of the screen that keeps moving, to viewers that take it: "auto" (when x264 is installed) or "off"`)
 	str(&c.X264, "x264", "x264", "the x264 binary H.264 is encoded with (a child process, started when video is first sent)")
@@ -488,7 +490,7 @@ func (c *Config) serveArgs() []string {
 		"--max-viewers=" + strconv.Itoa(c.MaxViewers), "--ws-ping=" + c.WSPing.String(),
 		"--display=" + strconv.Itoa(c.Display), "--locale=" + c.Locale, "--timezone=" + c.Timezone, "--home=" + c.Home,
 		"--max-upload-mib=" + strconv.FormatInt(c.MaxUploadMiB, 10), "--one-core=" + strconv.FormatBool(c.OneCore),
-		"--h264=" + c.H264, "--x264=" + c.X264,
+		"--h264=" + c.H264, "--x264=" + c.X264, "--tab-follow=" + strconv.FormatBool(c.TabFollow),
 	}
 	return args
 }
