@@ -109,9 +109,25 @@ func TestTabFollow(t *testing.T) {
 	}
 	runTabs(t, endpoint, "act", "1")
 	waitColor(t, display, green, "tab2, while a person used the desktop", time.Second, true)
-	time.Sleep(3 * time.Second) // followHold
+	time.Sleep(3200 * time.Millisecond) // past the hold (3 s)
 	runTabs(t, endpoint, "act", "1")
 	waitColor(t, display, red, "tab1 after the person stopped", 10*time.Second, false)
+
+	// The toolbar says so, and its button pauses it: the agent's work in
+	// tab2 moves nothing until it is pressed again.
+	b.waitJS(t, `!document.getElementById("followbtn").hidden && document.getElementById("followbtn").textContent === "Following the agent"`)
+	b.showBar(t)
+	b.click(t, "#followbtn")
+	b.waitJS(t, `document.getElementById("followbtn").getAttribute("aria-pressed") === "true"`)
+	time.Sleep(3200 * time.Millisecond) // the pointer crossed noVNC: past its hold
+	runTabs(t, endpoint, "act", "2")
+	waitColor(t, display, red, "tab1, with tab-follow paused", time.Second, true)
+	b.showBar(t)
+	b.click(t, "#followbtn")
+	b.waitJS(t, `document.getElementById("followbtn").getAttribute("aria-pressed") === "false"`)
+	time.Sleep(3200 * time.Millisecond)
+	runTabs(t, endpoint, "act", "2")
+	waitColor(t, display, green, "tab2, followed again", 10*time.Second, false)
 
 	// A popup the agent opens is followed.
 	runTabs(t, endpoint, "popup")

@@ -21,7 +21,7 @@ const ui = {
   clipsend: $('clipsend'), clipcopy: $('clipcopy'), autoclip: $('autoclip'),
   filesbtn: $('filesbtn'), files: $('files'), filelist: $('filelist'), filenote: $('filenote'),
   upload: $('upload'), refresh: $('refresh'), picker: $('picker'), drop: $('drop'),
-  devbtn: $('devbtn'), devtools: $('devtools'), devlist: $('devlist'), devnote: $('devnote'), devrefresh: $('devrefresh'),
+  followbtn: $('followbtn'), devbtn: $('devbtn'), devtools: $('devtools'), devlist: $('devlist'), devnote: $('devnote'), devrefresh: $('devrefresh'),
   setbtn: $('setbtn'), settings: $('settings'), resize: $('resize'), hidpi: $('hidpi'),
   quality: $('quality'), qualityout: $('qualityout'), compression: $('compression'), compressionout: $('compressionout'),
   viewonly: $('viewonly'), full: $('full'), cad: $('cad'), screen: $('screen'),
@@ -449,6 +449,23 @@ async function listTabs() {
 }
 ui.devrefresh.addEventListener('click', listTabs);
 
+// ---- tab-follow: shown (full tokens) while it is on; the button pauses it ----
+function showFollow(st) {
+  ui.followbtn.hidden = !st.on;
+  ui.followbtn.setAttribute('aria-pressed', String(!!st.paused));
+  ui.followbtn.textContent = st.paused ? 'Follow paused' : 'Following the agent';
+  ui.followbtn.title = st.paused ? 'Tab-follow is paused: press to follow the agent again'
+    : 'The desktop shows the browser tab the agent works in' + (st.tab ? ' (now: ' + (st.tab.title || st.tab.url || st.tab.id) + ')' : '') + '; press to pause';
+}
+async function followState(paused) {
+  try {
+    const r = paused === undefined ? await fetch('api/follow', { cache: 'no-store' })
+      : await fetch('api/follow', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ paused }) });
+    if (r.ok) showFollow(await r.json());
+  } catch { /* shown as it was */ }
+}
+ui.followbtn.addEventListener('click', () => followState(ui.followbtn.getAttribute('aria-pressed') !== 'true'));
+
 // ---- view only, full screen, reconnect ----
 function setReadOnly(v) {
   readOnly = v || tokenReadOnly;
@@ -468,7 +485,7 @@ ui.connect.addEventListener('click', () => { attempts = 0; if (rfb) rfb.disconne
 // Exposed for tests and embedding pages.
 window.deskd = {
   get rfb() { return rfb; }, connect, settings, get readOnly() { return readOnly; },
-  get autoClipboard() { return autoClipboard(); }, held, uploadFiles, listFiles, listTabs, history,
+  get autoClipboard() { return autoClipboard(); }, held, uploadFiles, listFiles, listTabs, followState, history,
 };
 
 // What the token allows decides the badge before anything connects.
@@ -484,6 +501,10 @@ window.deskd = {
   } catch { /* an older deskd: assume what the URL says */ }
   ui.badge.hidden = !tokenReadOnly;
   ui.devbtn.hidden = tokenReadOnly;
+  if (!tokenReadOnly) {
+    followState();
+    setInterval(() => { if (!document.hidden) followState(); }, 5000);
+  }
   ui.viewonly.hidden = tokenReadOnly;
   ui.body.classList.toggle('tokenview', tokenReadOnly);
   setReadOnly(readOnly);
