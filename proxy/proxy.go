@@ -3,7 +3,8 @@
 // or password (a person in noVNC would get a login prompt, an agent would
 // have to answer Fetch.authRequired on every connection), so Chromium is
 // pointed at a Local proxy on loopback, which adds the credentials
-// upstream: CONNECT for HTTPS, absolute-form requests for plain HTTP.
+// upstream: CONNECT for HTTPS, absolute-form requests for plain HTTP, or
+// a SOCKS5 CONNECT with username and password for either.
 // Credentials never leave deskd's memory but towards the upstream proxy:
 // not on a command line, in an environment, a log line or a status.
 package proxy
@@ -48,14 +49,14 @@ func ParseUpstream(server, creds string) (Upstream, error) {
 	if u.User != nil {
 		return Upstream{}, errors.New("proxy: credentials in the proxy URL: give them in a file (--proxy-credentials-file)")
 	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return Upstream{}, fmt.Errorf("proxy: scheme %q: want http or https", u.Scheme)
+	if u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "socks5" {
+		return Upstream{}, fmt.Errorf("proxy: scheme %q: want http, https or socks5", u.Scheme)
 	}
 	if u.Hostname() == "" || (u.Path != "" && u.Path != "/") || u.RawQuery != "" || u.Fragment != "" {
 		return Upstream{}, fmt.Errorf("proxy: %q: want scheme://host:port", u.Redacted())
 	}
 	if u.Port() == "" {
-		u.Host = net.JoinHostPort(u.Hostname(), map[string]string{"http": "80", "https": "443"}[u.Scheme])
+		u.Host = net.JoinHostPort(u.Hostname(), map[string]string{"http": "80", "https": "443", "socks5": "1080"}[u.Scheme])
 	}
 	u.Path = ""
 	up := Upstream{URL: u}
@@ -64,6 +65,9 @@ func ParseUpstream(server, creds string) (Upstream, error) {
 		user, pass, ok := strings.Cut(creds, ":")
 		if !ok || user == "" || strings.ContainsAny(creds, "\r\n") || len(creds) > 1024 {
 			return Upstream{}, errors.New("proxy: credentials: want one line user:password (at most 1 KiB)")
+		}
+		if u.Scheme == "socks5" && (len(user) > 255 || len(pass) > 255) {
+			return Upstream{}, errors.New("proxy: credentials: SOCKS5 takes at most 255 bytes of user and of password")
 		}
 		up.Username, up.Password = user, pass
 	}
@@ -271,6 +275,20 @@ func (l *Local) tunnel(c net.Conn, br *bufio.Reader, req *http.Request) {
 	}
 	defer up.Close()
 	up.SetDeadline(time.Now().Add(handshakeTime))
+	if l.up.URL.Scheme == "socks5" {
+		if err := socksConnect(up, target, l.up.Username, l.up.Password); err != nil {
+			l.socksFailed(err)
+			reply(c, http.StatusBadGateway, "upstream proxy refused the tunnel")
+			return
+		}
+		l.setStatus("ok")
+		up.SetDeadline(time.Time{})
+		if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+			return
+		}
+		splice(c, br, up, bufio.NewReader(up))
+		return
+	}
 	out := &http.Request{Method: http.MethodConnect, URL: &url.URL{Opaque: target}, Host: target, Header: http.Header{}}
 	if a := l.up.auth(); a != "" {
 		out.Header.Set("Proxy-Authorization", a)
@@ -346,11 +364,25 @@ func (l *Local) forward(c net.Conn, req *http.Request) {
 		req.Header.Del(h)
 	}
 	req.Header.Set("Connection", "close")
-	if a := l.up.auth(); a != "" {
+	up.SetDeadline(time.Now().Add(handshakeTime))
+	write := req.WriteProxy
+	if l.up.URL.Scheme == "socks5" {
+		// Through a SOCKS5 tunnel to the site, which takes the request
+		// in origin form.
+		target := req.URL.Host
+		if req.URL.Port() == "" {
+			target = net.JoinHostPort(req.URL.Hostname(), "80")
+		}
+		if err := socksConnect(up, target, l.up.Username, l.up.Password); err != nil {
+			l.socksFailed(err)
+			reply(c, http.StatusBadGateway, "upstream proxy refused the connection")
+			return
+		}
+		write = req.Write
+	} else if a := l.up.auth(); a != "" {
 		req.Header.Set("Proxy-Authorization", a)
 	}
-	up.SetDeadline(time.Now().Add(handshakeTime))
-	if err := req.WriteProxy(up); err != nil {
+	if err := write(up); err != nil {
 		l.setStatus("the upstream proxy dropped the request: " + err.Error())
 		reply(c, http.StatusBadGateway, "upstream proxy failed")
 		return
@@ -376,6 +408,20 @@ func (l *Local) forward(c net.Conn, req *http.Request) {
 		resp.Header.Del(h)
 	}
 	resp.Write(c) // the body streams from the upstream
+}
+
+// socksFailed records why a SOCKS5 CONNECT failed.
+func (l *Local) socksFailed(err error) {
+	switch {
+	case errors.Is(err, errSocksAuth) && l.up.Username == "":
+		l.setStatus("the upstream SOCKS5 proxy wants credentials and none are configured")
+	case errors.Is(err, errSocksAuth):
+		l.setStatus(errSocksAuth.Error())
+	case strings.HasPrefix(err.Error(), "the upstream"):
+		l.setStatus(err.Error())
+	default:
+		l.setStatus("the upstream SOCKS5 proxy failed: " + err.Error())
+	}
 }
 
 // reply answers the browser with a short plain-text error.
