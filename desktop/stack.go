@@ -56,7 +56,10 @@ type Config struct {
 	// Locale (e.g. "de-DE") sets Chromium's UI and Accept-Language;
 	// Timezone (e.g. "Europe/Berlin") is TZ for the GUI.
 	Locale, Timezone string
-	Logger           *slog.Logger
+	// ChromiumFlags, when set, gives flags of the moment for each
+	// Chromium start (the proxy it goes through, say).
+	ChromiumFlags func() []string
+	Logger        *slog.Logger
 	// RestartBackoff is the first delay before restarting a component
 	// that died (default 500 ms), doubled per quick failure up to 30 s.
 	RestartBackoff time.Duration
@@ -87,6 +90,9 @@ type Status struct {
 	Browser    string            `json:"browser,omitempty"`
 	Restarts   map[string]int    `json:"restarts,omitempty"`
 	Health     string            `json:"health,omitempty"` // Chromium's last health check: "ok" or why not
+	// Proxy is the upstream proxy the browser goes through and how that
+	// went ("http://proxy:3128: ok"); never a credential.
+	Proxy string `json:"proxy,omitempty"`
 	// XAuthority is the display's authority file: X clients need it (as
 	// XAUTHORITY) to connect.
 	XAuthority string `json:"xauthority,omitempty"`
@@ -131,8 +137,10 @@ type Stack struct {
 	chrome   *cdp.Chromium
 	restarts map[string]int
 	fails    map[string]int // consecutive quick failures, for backoff
-	lastErr  string
-	health   string
+	// stopped are processes stopped on purpose: their exit is no failure
+	stopped map[*proc.Process]bool
+	lastErr string
+	health  string
 
 	poke   chan struct{} // a component exited
 	ctx    context.Context
@@ -165,7 +173,7 @@ func New(cfg Config, sp *proc.Spawner) *Stack {
 	s := &Stack{
 		cfg: cfg, sp: sp, log: cfg.Logger,
 		res:      cfg.Resolution,
-		restarts: map[string]int{}, fails: map[string]int{},
+		restarts: map[string]int{}, fails: map[string]int{}, stopped: map[*proc.Process]bool{},
 		poke: make(chan struct{}, 1), ctx: ctx, cancel: cancel,
 	}
 	s.wg.Add(1)
@@ -195,6 +203,23 @@ func (s *Stack) Start(ctx context.Context, o StartOptions) (Status, error) {
 		s.url = o.URL
 	}
 	s.mu.Unlock()
+	err := s.ensure(ctx)
+	return s.Status(), err
+}
+
+// RestartChromium stops a running Chromium (politely, as Stop does) and
+// starts it again, leaving Xvfb and the window manager: for flags that
+// changed (ChromiumFlags). Without a running desktop it does nothing.
+func (s *Stack) RestartChromium(ctx context.Context) (Status, error) {
+	s.op.Lock()
+	defer s.op.Unlock()
+	s.mu.Lock()
+	want, running := s.want, s.chrome != nil
+	s.mu.Unlock()
+	if !want || !running {
+		return s.Status(), nil
+	}
+	s.stopChromium(ctx)
 	err := s.ensure(ctx)
 	return s.Status(), err
 }
@@ -366,11 +391,15 @@ func (s *Stack) ensure(ctx context.Context) error {
 		if err != nil {
 			return fail(err)
 		}
+		var extra []string
+		if s.cfg.ChromiumFlags != nil {
+			extra = s.cfg.ChromiumFlags()
+		}
 		c, err := cdp.StartChromium(ctx, s.sp, cdp.ChromiumConfig{
 			Path: s.cfg.ChromiumPath, Port: s.cfg.CDPPort, ProfileDir: s.cfg.ProfileDir, URL: url,
 			Display: xv.Display, Width: res.Width, Height: res.Height, NoSandbox: s.cfg.NoSandbox,
 			Credential: s.cfg.Credential, Home: home, LogPath: s.logPath(Chromium), XAuthority: s.cfg.XAuthority,
-			Locale: s.cfg.Locale, Timezone: s.cfg.Timezone, KeepURL: explicitURL,
+			Locale: s.cfg.Locale, Timezone: s.cfg.Timezone, KeepURL: explicitURL, ExtraFlags: extra,
 		})
 		if err != nil {
 			return fail(unsupported(err))
@@ -425,7 +454,8 @@ func (s *Stack) adopt(name string, p *proc.Process, set func(), restart bool) {
 		defer s.wg.Done()
 		<-p.Done()
 		s.mu.Lock()
-		want := s.want
+		want := s.want && !s.stopped[p]
+		delete(s.stopped, p)
 		switch {
 		case !want:
 		case time.Since(p.Started) < 30*time.Second:
@@ -444,8 +474,12 @@ func (s *Stack) adopt(name string, p *proc.Process, set func(), restart bool) {
 	}()
 }
 
+// stopChromium stops Chromium alone.
+func (s *Stack) stopChromium(ctx context.Context) { s.stopFrom(ctx, Chromium) }
+
 // stopFrom stops the named component and those started after it, newest
-// first: stopFrom(Xvfb) stops everything, stopFrom(WM) leaves Xvfb.
+// first: stopFrom(Xvfb) stops everything, stopFrom(WM) leaves Xvfb,
+// stopFrom(Chromium) leaves both.
 func (s *Stack) stopFrom(ctx context.Context, from string) {
 	s.mu.Lock()
 	var ps []*proc.Process
@@ -454,13 +488,18 @@ func (s *Stack) stopFrom(ctx context.Context, from string) {
 		ps = append(ps, s.chrome.Process)
 		s.chrome = nil
 	}
-	if s.wm != nil {
+	if s.wm != nil && from != Chromium {
 		ps = append(ps, s.wm)
 		s.wm = nil
 	}
 	if from == Xvfb && s.xvfb != nil {
 		ps = append(ps, s.xvfb.Process)
 		s.xvfb = nil
+	}
+	for _, p := range ps {
+		if p.Alive() { // its exit, still to come, is no failure
+			s.stopped[p] = true
+		}
 	}
 	s.mu.Unlock()
 	if chrome != nil && chrome.Alive() {

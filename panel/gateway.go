@@ -55,6 +55,9 @@ type StartRequest struct {
 	URL        string `json:"url,omitempty"`
 	// TabFollow switches deskd's tab-follow on or off (absent: as it is).
 	TabFollow *bool `json:"tab_follow,omitempty"`
+	// Proxy is deskd's upstream proxy setting, passed on as it is
+	// ({"server","username","password","bypass"}); never logged.
+	Proxy json.RawMessage `json:"proxy,omitempty"`
 }
 
 // StartResponse is what the control plane gets back.
@@ -155,9 +158,16 @@ func (g *Gateway) start(w http.ResponseWriter, r *http.Request, id string, up *u
 	if req.TabFollow != nil {
 		body["tab_follow"] = *req.TabFollow
 	}
+	if len(req.Proxy) > 0 {
+		body["proxy"] = req.Proxy
+	}
 	status, code, err := g.callDeskd(r.Context(), id, up, http.MethodPost, "/api/desktop/start", body)
 	if err != nil {
 		g.upstreamError(w, id, err)
+		return
+	}
+	if code == http.StatusBadRequest { // deskd refused the request itself: say so
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": "bad_request", "status": status})
 		return
 	}
 	if code != http.StatusOK {

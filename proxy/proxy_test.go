@@ -9,70 +9,25 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/cubepod/deskd/internal/testenv"
 )
 
-// upstream is a real HTTP proxy on loopback that demands Basic auth: it
-// tunnels CONNECT to the address asked and answers absolute-form
-// requests itself ("via upstream: URL"), recording the credentials seen.
-type upstream struct {
-	ln        net.Listener
-	user      string
-	pass      string
-	refuse    int // answer CONNECT with this status instead
-	mu        sync.Mutex
-	seenAuths []string
-}
-
-func newUpstream(t *testing.T, user, pass string) *upstream {
+// newSite is the web site behind the proxies: it echoes what it got.
+func newSite(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	u := &upstream{ln: ln, user: user, pass: pass}
-	srv := &http.Server{Handler: u}
-	go srv.Serve(ln) // ends at Close below
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, "site: %s %s %s %q %q", r.Method, r.Host, r.URL, r.Header.Get("X-Test"), r.Header.Get("Proxy-Authorization"))
+	})}
+	go srv.Serve(ln) // ends at Close
 	t.Cleanup(func() { srv.Close() })
-	return u
-}
-
-func (u *upstream) url() string { return "http://" + u.ln.Addr().String() }
-
-func (u *upstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	a := r.Header.Get("Proxy-Authorization")
-	u.mu.Lock()
-	u.seenAuths = append(u.seenAuths, a)
-	u.mu.Unlock()
-	if a != "Basic "+base64.StdEncoding.EncodeToString([]byte(u.user+":"+u.pass)) {
-		w.Header().Set("Proxy-Authenticate", `Basic realm="test"`)
-		http.Error(w, "who are you", http.StatusProxyAuthRequired)
-		return
-	}
-	if r.Method == http.MethodConnect {
-		if u.refuse != 0 {
-			http.Error(w, "not there", u.refuse)
-			return
-		}
-		dst, err := net.Dial("tcp", r.Host)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadGateway)
-			return
-		}
-		w.WriteHeader(http.StatusOK)
-		c, brw, err := http.NewResponseController(w).Hijack()
-		if err != nil {
-			dst.Close()
-			return
-		}
-		go func() { io.Copy(dst, brw); dst.Close() }()
-		io.Copy(c, dst)
-		c.Close()
-		return
-	}
-	fmt.Fprintf(w, "via upstream: %s %s %q", r.Method, r.URL, r.Header.Get("X-Test"))
+	return ln.Addr().String()
 }
 
 func listenLocal(t *testing.T, server, creds string) *Local {
@@ -96,8 +51,8 @@ func client(l *Local) *http.Client {
 }
 
 func TestPlainHTTPThroughUpstream(t *testing.T) {
-	up := newUpstream(t, "alice", "s3cr:et")
-	l := listenLocal(t, up.url(), "alice:s3cr:et\n")
+	up := testenv.NewAuthProxy(t, "alice", "s3cr:et", newSite(t))
+	l := listenLocal(t, up.URL, "alice:s3cr:et\n")
 	req, _ := http.NewRequest("GET", "http://site.test/page?q=1", nil)
 	req.Header.Set("X-Test", "kept")
 	req.Header.Set("Proxy-Authorization", "Basic ZXZpbDpldmls") // the browser's own: replaced
@@ -107,20 +62,20 @@ func TestPlainHTTPThroughUpstream(t *testing.T) {
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 200 || string(b) != `via upstream: GET http://site.test/page?q=1 "kept"` {
+	if resp.StatusCode != 200 || string(b) != `site: GET site.test /page?q=1 "kept" ""` {
 		t.Fatalf("%d %q", resp.StatusCode, b)
 	}
 	if l.Status() != "ok" {
 		t.Fatalf("status %q", l.Status())
 	}
-	if got := up.seenAuths[0]; got != "Basic "+base64.StdEncoding.EncodeToString([]byte("alice:s3cr:et")) {
+	if got := up.Auths()[0]; got != "Basic "+base64.StdEncoding.EncodeToString([]byte("alice:s3cr:et")) {
 		t.Fatalf("upstream saw %q", got)
 	}
 }
 
 func TestTunnelThroughUpstream(t *testing.T) {
-	up := newUpstream(t, "alice", "pw")
-	l := listenLocal(t, up.url(), "alice:pw")
+	up := testenv.NewAuthProxy(t, "alice", "pw", "")
+	l := listenLocal(t, up.URL, "alice:pw")
 	// A site on loopback that answers over the tunnel.
 	site, _ := net.Listen("tcp", "127.0.0.1:0")
 	defer site.Close()
@@ -156,9 +111,9 @@ func TestUpstreamRefusals(t *testing.T) {
 	old := handshakeTime
 	handshakeTime = 500 * time.Millisecond
 	defer func() { handshakeTime = old }()
-	up := newUpstream(t, "alice", "right")
-	refusing := newUpstream(t, "alice", "right")
-	refusing.refuse = http.StatusForbidden
+	up := testenv.NewAuthProxy(t, "alice", "right", "")
+	refusing := testenv.NewAuthProxy(t, "alice", "right", "")
+	refusing.Refuse = http.StatusForbidden
 	silent, _ := net.Listen("tcp", "127.0.0.1:0") // accepts, never answers
 	defer silent.Close()
 	go func() {
@@ -177,10 +132,10 @@ func TestUpstreamRefusals(t *testing.T) {
 		name, server, creds, status string
 		connect                     bool
 	}{
-		{"wrong password", up.url(), "alice:wrong", "refused the credentials (407", false},
-		{"wrong password, tunnel", up.url(), "alice:wrong", "refused the credentials (407", true},
-		{"no credentials", up.url(), "", "wants credentials (407) and none are configured", false},
-		{"CONNECT refused", refusing.url(), "alice:right", "answered 403 Forbidden to CONNECT", true},
+		{"wrong password", up.URL, "alice:wrong", "refused the credentials (407", false},
+		{"wrong password, tunnel", up.URL, "alice:wrong", "refused the credentials (407", true},
+		{"no credentials", up.URL, "", "wants credentials (407) and none are configured", false},
+		{"CONNECT refused", refusing.URL, "alice:right", "answered 403 Forbidden to CONNECT", true},
 		{"upstream silent", "http://" + silent.Addr().String(), "alice:right", "gave no answer", true},
 		{"upstream gone", "http://" + deadAddr, "alice:right", "unreachable", false},
 	}
@@ -223,8 +178,8 @@ func TestHostileRequests(t *testing.T) {
 	old := handshakeTime
 	handshakeTime = time.Second
 	defer func() { handshakeTime = old }()
-	up := newUpstream(t, "a", "b")
-	l := listenLocal(t, up.url(), "a:b")
+	up := testenv.NewAuthProxy(t, "a", "b", "")
+	l := listenLocal(t, up.URL, "a:b")
 	tests := []struct{ name, raw string }{
 		{"garbage", "\x16\x03\x01 not http\r\n\r\n"},
 		{"relative GET", "GET /etc/passwd HTTP/1.1\r\nHost: x\r\n\r\n"},
@@ -300,4 +255,47 @@ func FuzzParseUpstream(f *testing.F) {
 			t.Fatalf("%q: credentials kept in the URL: %s", server, up)
 		}
 	})
+}
+
+func TestSwitch(t *testing.T) {
+	s := NewSwitch(nil)
+	defer s.Close()
+	if f := s.ChromiumFlags(); f != nil || s.Status() != "" {
+		t.Fatalf("direct: flags %v, status %q", f, s.Status())
+	}
+	c := Config{Server: "http://proxy.corp:3128", Username: "alice", Password: "hunter2", Bypass: []string{"*.internal", "<local>"}}
+	if changed, err := s.Set(c); !changed || err != nil {
+		t.Fatalf("Set = %v, %v", changed, err)
+	}
+	f := strings.Join(s.ChromiumFlags(), " ")
+	if !strings.HasPrefix(f, "--proxy-server=http://127.0.0.1:") || !strings.Contains(f, "--proxy-bypass-list=*.internal;<local>") || strings.Contains(f, "hunter2") || strings.Contains(f, "alice") {
+		t.Fatalf("flags %q", f)
+	}
+	if st := s.Status(); st != "http://proxy.corp:3128: not used yet" {
+		t.Fatalf("status %q", st)
+	}
+	if changed, _ := s.Set(c); changed {
+		t.Fatal("the same setting counted as a change")
+	}
+	c.Password = "hunter3"
+	if changed, _ := s.Set(c); !changed {
+		t.Fatal("a new password is no change")
+	}
+	for _, bad := range []Config{
+		{Server: "http://u:p@proxy:1"},
+		{Server: "ftp://proxy:1"},
+		{Server: "http://proxy:1", Username: "a:b", Password: "c"},
+		{Server: "http://proxy:1", Bypass: []string{"bad host"}},
+		{Server: "http://proxy:1", Bypass: []string{"x;--renderer-cmd-prefix=sh"}},
+		{Server: "http://proxy:1", Bypass: make([]string, maxBypass+1)},
+	} {
+		if changed, err := s.Set(bad); err == nil || changed {
+			t.Errorf("Set(%+v) = %v, %v; want an error and no change", bad, changed, err)
+		} else if strings.Contains(err.Error(), "hunter") {
+			t.Errorf("error %q shows a password", err)
+		}
+	}
+	if changed, err := s.Set(Config{}); !changed || err != nil || s.ChromiumFlags() != nil {
+		t.Fatalf("back to direct: %v %v %v", changed, err, s.ChromiumFlags())
+	}
 }

@@ -8,83 +8,12 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/cubepod/deskd/internal/testenv"
 )
 
-// socksUpstream is a real SOCKS5 proxy on loopback that demands a
-// username and password (RFC 1929); it connects names ending in ".test"
-// to site, everything else as asked.
-func socksUpstream(t *testing.T, user, pass, site string) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() { // ends when ln closes
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				b := make([]byte, 600)
-				if _, err := io.ReadFull(c, b[:2]); err != nil || b[0] != 5 {
-					return
-				}
-				methods := b[2 : 2+int(b[1])]
-				io.ReadFull(c, methods)
-				if !strings.Contains(string(methods), "\x02") {
-					c.Write([]byte{5, 0xff})
-					return
-				}
-				c.Write([]byte{5, 2})
-				io.ReadFull(c, b[:2])
-				u := make([]byte, b[1])
-				io.ReadFull(c, u)
-				io.ReadFull(c, b[:1])
-				p := make([]byte, b[0])
-				io.ReadFull(c, p)
-				if string(u) != user || string(p) != pass {
-					c.Write([]byte{1, 1})
-					return
-				}
-				c.Write([]byte{1, 0})
-				io.ReadFull(c, b[:5])
-				if b[1] != 1 || b[3] != 3 {
-					c.Write([]byte{5, 7, 0, 1, 0, 0, 0, 0, 0, 0})
-					return
-				}
-				host := make([]byte, b[4])
-				io.ReadFull(c, host)
-				io.ReadFull(c, b[:2])
-				addr := net.JoinHostPort(string(host), fmt.Sprint(int(b[0])<<8|int(b[1])))
-				if strings.HasSuffix(string(host), ".test") {
-					addr = site
-				}
-				dst, err := net.Dial("tcp", addr)
-				if err != nil {
-					c.Write([]byte{5, 5, 0, 1, 0, 0, 0, 0, 0, 0})
-					return
-				}
-				defer dst.Close()
-				c.Write([]byte{5, 0, 0, 1, 127, 0, 0, 1, 0, 0})
-				go io.Copy(dst, c)
-				io.Copy(c, dst)
-			}()
-		}
-	}()
-	return "socks5://" + ln.Addr().String()
-}
-
 func TestSocks5Upstream(t *testing.T) {
-	site := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintf(w, "site: %s %s", r.Host, r.URL)
-	})}
-	sl, _ := net.Listen("tcp", "127.0.0.1:0")
-	go site.Serve(sl) // ends at Close
-	defer site.Close()
-	up := socksUpstream(t, "bob", "p@ss:word", sl.Addr().String())
+	up := testenv.NewSocks5Proxy(t, "bob", "p@ss:word", newSite(t))
 
 	l := listenLocal(t, up, "bob:p@ss:word")
 	// Plain HTTP: through a SOCKS5 tunnel, in origin form.
@@ -94,7 +23,7 @@ func TestSocks5Upstream(t *testing.T) {
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 200 || string(b) != "site: www.site.test /a?b=1" || l.Status() != "ok" {
+	if resp.StatusCode != 200 || string(b) != `site: GET www.site.test /a?b=1 "" ""` || l.Status() != "ok" {
 		t.Fatalf("%d %q, status %q", resp.StatusCode, b, l.Status())
 	}
 	// CONNECT: a tunnel to the site.
@@ -113,7 +42,7 @@ func TestSocks5Upstream(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, _ = io.ReadAll(resp.Body)
-	if string(b) != "site: t.test /tunnel" {
+	if string(b) != `site: GET t.test /tunnel "" ""` {
 		t.Fatalf("through the tunnel: %q", b)
 	}
 

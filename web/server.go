@@ -24,6 +24,7 @@ import (
 	"github.com/cubepod/deskd/cores"
 	"github.com/cubepod/deskd/desktop"
 	"github.com/cubepod/deskd/panel"
+	"github.com/cubepod/deskd/proxy"
 	"github.com/cubepod/deskd/term"
 	"github.com/cubepod/deskd/x11"
 )
@@ -81,6 +82,9 @@ type Config struct {
 	// TabFollow brings the tab an agent acts on to the front (a start
 	// request may switch it).
 	TabFollow bool
+	// Proxy is the browser's way out (a start request may change it,
+	// which restarts Chromium alone); nil: no upstream proxy support.
+	Proxy *proxy.Switch
 	// Video starts H.264 encoders for the RFB server (bridge.Config's);
 	// nil: encoding 50 is never used.
 	Video func(w, h, quality int) (bridge.VideoEncoder, error)
@@ -239,6 +243,9 @@ type startRequest struct {
 	desktop.StartOptions
 	// TabFollow switches tab-follow on or off (absent: as it is).
 	TabFollow *bool `json:"tab_follow,omitempty"`
+	// Proxy sets the upstream proxy of the browser ({"server": ""}:
+	// direct; absent: as it is).
+	Proxy *proxy.Config `json:"proxy,omitempty"`
 }
 
 func (s *Server) apiStart(w http.ResponseWriter, r *http.Request) {
@@ -258,6 +265,22 @@ func (s *Server) apiStart(w http.ResponseWriter, r *http.Request) {
 	}
 	if req.TabFollow != nil {
 		s.follow.SetOn(*req.TabFollow)
+	}
+	if req.Proxy != nil {
+		if s.cfg.Proxy == nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "bad start request: this deskd takes no upstream proxy"})
+			return
+		}
+		changed, err := s.cfg.Proxy.Set(*req.Proxy)
+		if err != nil {
+			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "bad start request: " + err.Error()})
+			return
+		}
+		if changed { // a running browser takes the new way out at a restart, alone
+			if _, err := s.cfg.Stack.RestartChromium(r.Context()); err != nil {
+				s.log.Error("chromium restart for the new proxy failed", "err", err)
+			}
+		}
 	}
 
 	st, err := s.Activate(r.Context(), o)
@@ -321,6 +344,9 @@ func (s *Server) decorate(r *http.Request, st desktop.Status) desktop.Status {
 		}
 	}
 	st.Ports["http"] = s.cfg.HTTPPort
+	if s.cfg.Proxy != nil {
+		st.Proxy = s.cfg.Proxy.Status()
+	}
 	base := publicBase(r, s.cfg.BaseURL)
 	st.URLs = map[string]string{
 		"desktop":  base + "/vnc.html?autoconnect=true&resize=scale",

@@ -231,7 +231,7 @@ func spawnDaemon(ctx context.Context, cfg *Config, c *client) error {
 		return fmt.Errorf("secrets pipe: %w", err)
 	}
 	defer sr.Close()
-	b, _ := json.Marshal(secrets{PanelSecret: cfg.PanelSecret, VNCPassword: cfg.VNCPassword})
+	b, _ := json.Marshal(secrets{PanelSecret: cfg.PanelSecret, VNCPassword: cfg.VNCPassword, ProxyCredentials: cfg.ProxyCredentials})
 	_, err = sw.Write(b) // a few KiB at most: the pipe buffer holds it
 	sw.Close()
 	if err != nil {

@@ -44,6 +44,13 @@ type Config struct {
 	PanelSecretFile string
 	VNCPasswordFile string
 	SecretsFD       int
+	// Proxy is the browser's upstream proxy (scheme://host:port, no
+	// credentials), ProxyBypass the hosts it skips; ProxyCredentials
+	// ("user:password") come from ProxyCredentialsFile or the secrets fd.
+	Proxy                string
+	ProxyBypass          string
+	ProxyCredentials     string
+	ProxyCredentialsFile string
 	AllowHost       string
 	OpsListen       string
 	DebugAddr       string
@@ -129,6 +136,9 @@ func ParseFlags(cmd string, args []string, stderr io.Writer) (*Config, error) {
 	str(&c.VNCListen, "vnc-listen", "", "also serve native VNC viewers on this loopback address (e.g. 127.0.0.1:5900)")
 	str(&c.VNCPassword, "vnc-password", "", "require VNC authentication with this password (prefer --vnc-password-file)")
 	str(&c.VNCPasswordFile, "vnc-password-file", "", "read the VNC password from this file")
+	str(&c.Proxy, "proxy", "", "send the browser's traffic through this upstream proxy: http://, https:// or socks5://HOST:PORT, no credentials in it (a start request's \"proxy\" changes it)")
+	str(&c.ProxyBypass, "proxy-bypass", "", "comma-separated hosts the browser reaches directly, not through --proxy (*.corp, 10.0.0.0/8, <local>)")
+	str(&c.ProxyCredentialsFile, "proxy-credentials-file", "", "read the upstream proxy's credentials, one line user:password, from this file")
 	fs.IntVar(&c.SecretsFD, "secrets-fd", -1, "read the secrets as JSON from this inherited fd (used by deskd start)")
 	str(&c.AllowHost, "allow-host", "", "without a panel key: comma-separated Host names accepted besides loopback ones")
 	str(&c.DebugAddr, "debug-addr", "", "serve net/http/pprof on this loopback address (off by default), to profile a live desktop")
@@ -202,8 +212,9 @@ const maxSecret = 4096
 
 // secrets is what `deskd start` writes to the daemon's secrets fd.
 type secrets struct {
-	PanelSecret string `json:"panel_secret,omitempty"`
-	VNCPassword string `json:"vnc_password,omitempty"`
+	PanelSecret      string `json:"panel_secret,omitempty"`
+	VNCPassword      string `json:"vnc_password,omitempty"`
+	ProxyCredentials string `json:"proxy_credentials,omitempty"`
 }
 
 // loadSecrets reads the secret files and fd and clears the secret
@@ -216,7 +227,8 @@ func (c *Config) loadSecrets() error {
 		path string
 		dst  *string
 		flag string
-	}{{c.PanelSecretFile, &c.PanelSecret, "panel-secret"}, {c.VNCPasswordFile, &c.VNCPassword, "vnc-password"}} {
+	}{{c.PanelSecretFile, &c.PanelSecret, "panel-secret"}, {c.VNCPasswordFile, &c.VNCPassword, "vnc-password"},
+		{c.ProxyCredentialsFile, &c.ProxyCredentials, "proxy-credentials"}} {
 		if f.path == "" {
 			continue
 		}
@@ -243,9 +255,9 @@ func (c *Config) loadSecrets() error {
 		if err := json.Unmarshal(b, &s); err != nil {
 			return fmt.Errorf("--secrets-fd: %w", err)
 		}
-		c.PanelSecret, c.VNCPassword = s.PanelSecret, s.VNCPassword
+		c.PanelSecret, c.VNCPassword, c.ProxyCredentials = s.PanelSecret, s.VNCPassword, s.ProxyCredentials
 	}
-	if len(c.PanelSecret) > maxSecret || len(c.VNCPassword) > maxSecret {
+	if len(c.PanelSecret) > maxSecret || len(c.VNCPassword) > maxSecret || len(c.ProxyCredentials) > maxSecret {
 		return fmt.Errorf("a secret is longer than %d bytes", maxSecret)
 	}
 	return nil
@@ -491,6 +503,7 @@ func (c *Config) serveArgs() []string {
 		"--display=" + strconv.Itoa(c.Display), "--locale=" + c.Locale, "--timezone=" + c.Timezone, "--home=" + c.Home,
 		"--max-upload-mib=" + strconv.FormatInt(c.MaxUploadMiB, 10), "--one-core=" + strconv.FormatBool(c.OneCore),
 		"--h264=" + c.H264, "--x264=" + c.X264, "--tab-follow=" + strconv.FormatBool(c.TabFollow),
+		"--proxy=" + c.Proxy, "--proxy-bypass=" + c.ProxyBypass,
 	}
 	return args
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/cubepod/deskd/cores"
 	"github.com/cubepod/deskd/desktop"
 	"github.com/cubepod/deskd/proc"
+	"github.com/cubepod/deskd/proxy"
 	"github.com/cubepod/deskd/term"
 	"github.com/cubepod/deskd/web"
 	"github.com/cubepod/deskd/x11"
@@ -53,7 +54,8 @@ type Daemon struct {
 	stack           *desktop.Stack
 	term            *term.Manager
 	web             *web.Server
-	cores           *cores.Cores // nil: the runtime's own GOMAXPROCS
+	cores           *cores.Cores  // nil: the runtime's own GOMAXPROCS
+	proxy           *proxy.Switch // the browser's way out
 }
 
 // NewDaemon takes the run dir's lifetime lock and opens the listeners, so
@@ -149,6 +151,10 @@ func NewDaemon(cfg *Config, stderr io.Writer) (*Daemon, error) {
 	if err := os.Setenv("XAUTHORITY", xauth); err != nil {
 		return nil, fmt.Errorf("xauthority: %w", err)
 	}
+	d.proxy, err = browserProxy(cfg, d.log.With("part", "proxy"))
+	if err != nil {
+		return nil, err
+	}
 	d.sp = proc.NewSpawner()
 	d.stack = desktop.New(desktop.Config{
 		Home: home, Display: cfg.Display, Locale: cfg.Locale, Timezone: cfg.Timezone,
@@ -156,6 +162,7 @@ func NewDaemon(cfg *Config, stderr io.Writer) (*Daemon, error) {
 		RunDir:     cfg.RunDir, ProfileDir: cfg.ProfileDir, Resolution: cfg.Resolution, MaxResolution: cfg.MaxResolution, URL: cfg.URL,
 		XvfbPath: cfg.Xvfb, WMPath: cfg.wmPath(), ChromiumPath: cfg.chromiumPath(), CDPPort: cfg.CDPPort,
 		NoSandbox: cfg.NoSandbox, Credential: cred, Logger: d.log.With("part", "desktop"),
+		ChromiumFlags: d.proxy.ChromiumFlags,
 	}, d.sp)
 	stack := d.stack
 	d.term, err = term.NewManager(term.Config{
@@ -184,10 +191,33 @@ func NewDaemon(cfg *Config, stderr io.Writer) (*Daemon, error) {
 		SandboxID: cfg.SandboxID, HTTPPort: port, BaseURL: "http://" + d.tcp.Addr().String(), AllowOrigins: splitList(cfg.AllowOrigin),
 		AllowHosts: splitList(cfg.AllowHost), CDPPing: cfg.CDPPing, WSPing: cfg.WSPing, VNCPassword: cfg.VNCPassword,
 		MaxViewers: cfg.MaxViewers, FilesRoot: home, FilesOwner: cred, MaxUpload: cfg.MaxUploadMiB << 20,
-		Cores: d.cores, TabFollow: cfg.TabFollow, Video: videoEncoders(cfg, d.sp, cred, d.log), FilesDeny: absPaths(cmp.Or(cfg.ProfileDir, filepath.Join(cfg.RunDir, "chromium-profile")), cfg.RunDir, cfg.PanelSecretFile, cfg.VNCPasswordFile),
+		Cores: d.cores, TabFollow: cfg.TabFollow, Proxy: d.proxy, Video: videoEncoders(cfg, d.sp, cred, d.log), FilesDeny: absPaths(cmp.Or(cfg.ProfileDir, filepath.Join(cfg.RunDir, "chromium-profile")), cfg.RunDir, cfg.PanelSecretFile, cfg.VNCPasswordFile, cfg.ProxyCredentialsFile),
 	})
 	ok = true
 	return d, nil
+}
+
+// browserProxy is the browser's way out as the flags give it: direct, or
+// through --proxy with the credentials read from a file or the fd.
+func browserProxy(cfg *Config, log *slog.Logger) (*proxy.Switch, error) {
+	sw := proxy.NewSwitch(log)
+	if cfg.Proxy == "" {
+		if cfg.ProxyCredentials != "" || cfg.ProxyBypass != "" {
+			return nil, errors.New("--proxy-credentials-file and --proxy-bypass need --proxy")
+		}
+		return sw, nil
+	}
+	c := proxy.Config{Server: cfg.Proxy, Bypass: splitList(cfg.ProxyBypass)}
+	if cfg.ProxyCredentials != "" {
+		var ok bool
+		if c.Username, c.Password, ok = strings.Cut(cfg.ProxyCredentials, ":"); !ok {
+			return nil, errors.New("--proxy-credentials-file: want one line user:password")
+		}
+	}
+	if _, err := sw.Set(c); err != nil {
+		return nil, fmt.Errorf("--proxy: %w", err)
+	}
+	return sw, nil
 }
 
 // absPaths makes the non-empty paths absolute.
@@ -300,6 +330,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.web.Close()  // WebSockets: close 1001 and wait for their handlers
 	d.term.Close() // hang up the shells
 	d.stack.Close(sctx)
+	d.proxy.Close()
 	d.sp.Close()
 	_ = os.Remove(filepath.Join(d.cfg.RunDir, controlSock))
 	_ = os.Remove(filepath.Join(d.cfg.RunDir, pidFile))
