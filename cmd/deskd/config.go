@@ -51,32 +51,32 @@ type Config struct {
 	ProxyBypass          string
 	ProxyCredentials     string
 	ProxyCredentialsFile string
-	AllowHost       string
-	OpsListen       string
-	DebugAddr       string
-	MaxConns        int
-	MaxConnsPerAddr int
-	WSPing          time.Duration
-	MaxViewers      int
-	LogLevel        string
-	LogFormat       string
-	Shell           string
-	TermIdle        time.Duration
-	AllowOrigin     string
-	CDPPing         time.Duration
-	VNCListen       string
-	VNCPassword     string
-	Display         int
-	Locale          string
-	Timezone        string
-	Home            string
-	MaxUploadMiB    int64
-	OneCore         bool
-	TabFollow       bool
-	H264            string // "auto" or "off"
-	X264            string
-	StopDaemon      bool // stop --daemon
-	set             map[string]bool
+	AllowHost            string
+	OpsListen            string
+	DebugAddr            string
+	MaxConns             int
+	MaxConnsPerAddr      int
+	WSPing               time.Duration
+	MaxViewers           int
+	LogLevel             string
+	LogFormat            string
+	Shell                string
+	TermIdle             time.Duration
+	AllowOrigin          string
+	CDPPing              time.Duration
+	VNCListen            string
+	VNCPassword          string
+	Display              int
+	Locale               string
+	Timezone             string
+	Home                 string
+	MaxUploadMiB         int64
+	OneCore              bool
+	TabFollow            bool
+	H264                 string // "auto" or "off"
+	X264                 string
+	StopDaemon           bool // stop --daemon
+	set                  map[string]bool
 }
 
 var errHelp = errors.New("help")
