@@ -128,6 +128,25 @@ func TestUpstreamRefusals(t *testing.T) {
 	dead, _ := net.Listen("tcp", "127.0.0.1:0")
 	deadAddr := dead.Addr().String()
 	dead.Close()
+	huge, _ := net.Listen("tcp", "127.0.0.1:0") // answers with a header without end
+	defer huge.Close()
+	go func() {
+		for {
+			c, err := huge.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nX-Big: ")
+				for range 200 {
+					if _, err := io.WriteString(c, strings.Repeat("a", 1024)); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
 	tests := []struct {
 		name, server, creds, status string
 		connect                     bool
@@ -138,6 +157,8 @@ func TestUpstreamRefusals(t *testing.T) {
 		{"CONNECT refused", refusing.URL, "alice:right", "answered 403 Forbidden to CONNECT", true},
 		{"upstream silent", "http://" + silent.Addr().String(), "alice:right", "gave no answer", true},
 		{"upstream gone", "http://" + deadAddr, "alice:right", "unreachable", false},
+		{"upstream header without end", "http://" + huge.Addr().String(), "alice:right", "gave no answer", true},
+		{"upstream header without end, request", "http://" + huge.Addr().String(), "alice:right", "gave no answer", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
