@@ -54,6 +54,8 @@ type install struct {
 	listen string
 	flags  []string
 	cred   *syscall.Credential // run the commands as this user (nil: as the test)
+	// daemonLog is what a deskd serve of serveDeskd writes to stderr.
+	daemonLog *lockedBuffer
 }
 
 func newInstall(t *testing.T, extra ...string) *install {

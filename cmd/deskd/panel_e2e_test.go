@@ -64,8 +64,9 @@ func serveDeskd(t *testing.T, e *install) *url.URL {
 		t.Fatal(err)
 	}
 	cmd := exec.CommandContext(ctx, deskdBin, append([]string{"serve", "--sandbox-id", "sb1", "--panel-secret-file", keyFile}, e.flags...)...)
-	var logs bytes.Buffer
-	cmd.Stderr = &logs
+	logs := &lockedBuffer{}
+	cmd.Stderr = logs
+	e.daemonLog = logs
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = 30 * time.Second
 	if err := cmd.Start(); err != nil {

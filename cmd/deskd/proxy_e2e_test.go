@@ -186,6 +186,15 @@ func TestBrowserThroughAuthenticatedProxy(t *testing.T) {
 			}
 		}
 	}
+	dlog := e.daemonLog.String()
+	for _, s := range secrets {
+		if strings.Contains(dlog, s) {
+			t.Errorf("deskd's log holds a proxy password")
+		}
+	}
+	if !strings.Contains(dlog, "refused the credentials") {
+		t.Errorf("deskd's log does not say the upstream refused the credentials:\n%s", tail(dlog, 2000))
+	}
 	for _, s := range secrets {
 		if bytes.Contains(statusJSON, []byte(s)) {
 			t.Errorf("status %s holds a proxy password", statusJSON)
