@@ -2,6 +2,7 @@
 SHELL := /bin/bash
 GO ?= go
 BIN := bin
+IMAGE ?= localhost/cubepod/desktop:dev
 VENDOR := web/static/vendor
 NM := node_modules
 LISTEN ?= 127.0.0.1:8080
@@ -10,7 +11,7 @@ TESTFLAGS ?= -race -count=1 -timeout 20m
 FUZZTIME ?= 10s
 XTERM_ADDONS := fit webgl web-links unicode11 search image
 
-.PHONY: help deps assets build run test check fmt vet fuzz bench clean
+.PHONY: help deps assets build run test check fmt vet fuzz bench image image-test clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 12
@@ -51,6 +52,8 @@ test: assets fmt vet ## gofmt and vet, every test (real Xvfb and Chromium), then
 	cd images/desktop/k8s && $(GO) vet ./... && $(GO) test -count=1 ./...
 	$(MAKE) fuzz
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./...
+	@if command -v podman >/dev/null || command -v docker >/dev/null; then $(MAKE) image-test; \
+	 else echo "make test: no podman or docker here: the image test (images/desktop/test_ctl.sh) did not run"; fi
 
 fuzz: ## run each fuzz target for $(FUZZTIME) (.ci/fuzz)
 	GO=$(GO) FUZZTIME=$(FUZZTIME) .ci/fuzz
@@ -66,6 +69,12 @@ check: test ## fmt + vet + test (make test runs all three)
 bench: build ## measure deskd against its peers (bench/results/latest.json), then under faults, load and hostile input (reliability.json)
 	$(BIN)/deskd-bench -out bench/results/latest.json
 	$(BIN)/deskd-bench -reliability bench/results/reliability.json
+
+image: ## build the desktop image with podman or docker (IMAGE=...; no registry needed: a Debian base is made here)
+	IMAGE=$(IMAGE) GO=$(GO) images/desktop/build.sh
+
+image-test: image ## run images/desktop/test_ctl.sh against the image
+	IMAGE=$(IMAGE) images/desktop/test_ctl.sh
 
 clean: ## remove built binaries and staged assets
 	rm -rf $(BIN) $(VENDOR)
