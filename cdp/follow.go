@@ -28,8 +28,11 @@ const FollowDelay = 300 * time.Millisecond
 type FollowConfig struct {
 	// Port is Chromium's debugging port now (0: no browser).
 	Port func() int
-	// Held reports that a person used the desktop lately: nothing switches.
-	Held func() bool
+	// LastInput is when a person last used the desktop (zero: never);
+	// nothing switches within Hold of it, and what is in front since is
+	// the person's choice, not a tab the Follower brought there.
+	LastInput func() time.Time
+	Hold      time.Duration
 	// Off starts it switched off (a start request may turn it on or off).
 	Off    bool
 	Logger *slog.Logger
@@ -45,6 +48,8 @@ type Follower struct {
 	paused bool   // paused by a person (the panel's button)
 	want   string // the target to bring to the front at the next tick
 	front  string // the tab last brought to the front
+	// frontAt is when: a person's input after it makes front unknown
+	frontAt time.Time
 	// the last strong act, and its tab
 	strongAt time.Time
 	strongTo string
@@ -119,6 +124,9 @@ func (f *Follower) Want(target string, strong bool) {
 		return
 	}
 	now := time.Now()
+	if f.cfg.LastInput != nil && f.cfg.LastInput().After(f.frontAt) {
+		f.front = "" // a person may have switched tabs since
+	}
 	if strong {
 		f.strongAt, f.strongTo = now, target
 	} else if target != f.strongTo && now.Sub(f.strongAt) < StrongHold {
@@ -140,7 +148,7 @@ func (f *Follower) tick() {
 		f.mu.Unlock()
 		return
 	}
-	if f.cfg.Held != nil && f.cfg.Held() {
+	if f.cfg.LastInput != nil && time.Since(f.cfg.LastInput()) < f.cfg.Hold {
 		// A person is using the desktop: leave the tab they see; the
 		// agent's next act asks again.
 		f.want = ""
@@ -157,7 +165,7 @@ func (f *Follower) tick() {
 		f.log.Debug("tab-follow: tab not brought to the front", "target", want, "err", err)
 		return
 	}
-	f.front = want
+	f.front, f.frontAt = want, time.Now()
 	f.log.Debug("tab-follow: brought the agent's tab to the front", "target", want)
 }
 

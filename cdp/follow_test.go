@@ -104,8 +104,8 @@ func TestWatcher(t *testing.T) {
 // Off, paused or held, nothing is brought forward; a person's hold drops
 // the wish (the agent's next act asks again).
 func TestFollowerGates(t *testing.T) {
-	held := true
-	f := NewFollower(FollowConfig{Held: func() bool { return held }, Off: true})
+	input := time.Now()
+	f := NewFollower(FollowConfig{LastInput: func() time.Time { return input }, Hold: time.Hour, Off: true})
 	defer f.Close()
 	f.Want("T1", true)
 	if wanted(f) != "" {
@@ -157,4 +157,31 @@ func FuzzWatcher(f *testing.F) {
 			t.Fatalf("wants %q, named by nothing in %q", got, b)
 		}
 	})
+}
+
+// What a person put in front since the last switch is theirs: the agent's
+// next act in the tab the Follower brought forward before brings it back.
+func TestFollowerForgetsFrontAfterInput(t *testing.T) {
+	var input time.Time
+	f := NewFollower(FollowConfig{LastInput: func() time.Time { return input }, Hold: time.Millisecond})
+	defer f.Close()
+	f.mu.Lock()
+	f.front, f.frontAt = "T1", time.Now() // as if it brought T1 forward
+	f.mu.Unlock()
+	f.Want("T1", true)
+	f.mu.Lock()
+	armed, front := f.armed, f.front
+	f.mu.Unlock()
+	if armed {
+		t.Fatal("a switch to the tab already in front was scheduled")
+	}
+	input = time.Now().Add(time.Millisecond) // a person used the desktop since
+	time.Sleep(2 * time.Millisecond)
+	f.Want("T1", true)
+	f.mu.Lock()
+	armed, front = f.armed, f.front
+	f.mu.Unlock()
+	if !armed || front != "" {
+		t.Fatalf("after a person's input: armed %v, front %q; want a switch scheduled and front unknown", armed, front)
+	}
 }

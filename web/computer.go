@@ -198,6 +198,14 @@ type humanInput struct{ last atomic.Int64 }
 func (h *humanInput) note()                  { h.last.Store(time.Now().UnixNano()) }
 func (h *humanInput) since(t time.Time) bool { return h.last.Load() >= t.UnixNano() }
 
+// at is when a viewer last typed or pointed (zero: never).
+func (h *humanInput) at() time.Time {
+	if n := h.last.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
+}
+
 func (s *Server) computerRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /computer/info", s.computerInfo)
 	mux.HandleFunc("GET /computer/screenshot", s.computerScreenshot)

@@ -23,10 +23,11 @@ func (s *Server) newFollower() *cdp.Follower {
 		port = s.cfg.Stack.CDPPort
 	}
 	return cdp.NewFollower(cdp.FollowConfig{
-		Port:   port,
-		Held:   func() bool { return s.human.since(time.Now().Add(-followHold)) },
-		Off:    !s.cfg.TabFollow,
-		Logger: s.log.With("part", "tab-follow"),
+		Port:      port,
+		LastInput: s.human.at,
+		Hold:      followHold,
+		Off:       !s.cfg.TabFollow,
+		Logger:    s.log.With("part", "tab-follow"),
 	})
 }
 
