@@ -44,6 +44,8 @@ func TestFollowAPI(t *testing.T) {
 		{"view token reads", "GET", view + "/api/follow", "", "", 403, "forbidden"},
 		{"view token sets", "POST", view + "/api/follow", "application/json", `{"paused":false}`, 403, "forbidden"},
 		{"resume", "POST", full + "/api/follow", "application/json", `{"paused":false}`, 200, `"paused":false`},
+		{"a start request with a bad proxy", "POST", full + "/api/desktop/start", "application/json", `{"tab_follow":false,"proxy":{"server":"ftp://x:1"}}`, 400, "bad start request"},
+		{"changed nothing", "GET", full + "/api/follow", "", "", 200, `"on":true`},
 	}
 	for _, tt := range tests {
 		code, body := do(tt.method, tt.path, tt.ct, tt.body)

@@ -263,10 +263,7 @@ func (s *Server) apiStart(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "bad start request: " + err.Error()})
 		return
 	}
-	if req.TabFollow != nil {
-		s.follow.SetOn(*req.TabFollow)
-	}
-	if req.Proxy != nil {
+	if req.Proxy != nil { // first: a bad setting is refused before anything changed
 		if s.cfg.Proxy == nil {
 			writeJSON(w, http.StatusBadRequest, map[string]string{"error": "bad start request: this deskd takes no upstream proxy"})
 			return
@@ -281,6 +278,9 @@ func (s *Server) apiStart(w http.ResponseWriter, r *http.Request) {
 				s.log.Error("chromium restart for the new proxy failed", "err", err)
 			}
 		}
+	}
+	if req.TabFollow != nil {
+		s.follow.SetOn(*req.TabFollow)
 	}
 
 	st, err := s.Activate(r.Context(), o)
