@@ -453,14 +453,22 @@ func waitReady(ctx context.Context, port int, p *proc.Process) (Version, error) 
 // outlive the agent that caused them).
 var HTTP = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: time.Minute}
 
+// Ask sends method path?query to the DevTools endpoint on 127.0.0.1:port,
+// with the Host Chromium accepts (an IP or localhost, never an agent's).
+func Ask(ctx context.Context, port int, method, path, query string) (*http.Response, error) {
+	host := "127.0.0.1:" + strconv.Itoa(port)
+	u := &neturl.URL{Scheme: "http", Host: host, Path: path, RawQuery: query}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Host = host
+	return HTTP.Do(req)
+}
+
 // GetVersion asks the DevTools endpoint on 127.0.0.1:port for /json/version.
 func GetVersion(ctx context.Context, port int) (Version, error) {
-	host := "127.0.0.1:" + strconv.Itoa(port)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+host+"/json/version", nil)
-	if err != nil {
-		return Version{}, err
-	}
-	resp, err := HTTP.Do(req)
+	resp, err := Ask(ctx, port, http.MethodGet, "/json/version", "")
 	if err != nil {
 		return Version{}, err
 	}

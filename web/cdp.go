@@ -112,14 +112,7 @@ func (s *Server) cdpDiscovery(w http.ResponseWriter, r *http.Request, rest strin
 	ctx, cancel := context.WithTimeout(r.Context(), answerTimeout)
 	defer cancel()
 	ask := func(port int) (*http.Response, error) {
-		host := "127.0.0.1:" + strconv.Itoa(port)
-		u := &url.URL{Scheme: "http", Host: host, Path: rest, RawQuery: r.URL.RawQuery}
-		req, err := http.NewRequestWithContext(ctx, method, u.String(), nil)
-		if err != nil {
-			return nil, err
-		}
-		req.Host = host // Chromium builds its ws URLs from Host and accepts only IPs and localhost
-		return cdp.HTTP.Do(req)
+		return cdp.Ask(ctx, port, method, rest, r.URL.RawQuery)
 	}
 	died := s.cfg.Stack.ChromiumDone()
 	resp, err := ask(port)
@@ -256,14 +249,7 @@ func (s *Server) cdpFrontend(w http.ResponseWriter, r *http.Request, p string) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), answerTimeout)
 	defer cancel()
-	host := "127.0.0.1:" + strconv.Itoa(port)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, (&url.URL{Scheme: "http", Host: host, Path: p}).String(), nil)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	req.Host = host
-	resp, err := cdp.HTTP.Do(req)
+	resp, err := cdp.Ask(ctx, port, http.MethodGet, p, "")
 	if err != nil {
 		http.Error(w, "browser not answering: "+err.Error(), http.StatusBadGateway)
 		return

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"regexp"
-	"strconv"
 	"time"
 
 	"github.com/cubepod/deskd/cdp"
@@ -70,13 +69,7 @@ func (s *Server) followState(ctx context.Context) followAnswer {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	host := "127.0.0.1:" + strconv.Itoa(s.cfg.Stack.CDPPort())
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+host+"/json/list", nil)
-	if err != nil {
-		return a
-	}
-	req.Host = host
-	resp, err := cdp.HTTP.Do(req)
+	resp, err := cdp.Ask(ctx, s.cfg.Stack.CDPPort(), http.MethodGet, "/json/list", "")
 	if err != nil {
 		return a
 	}
