@@ -265,16 +265,11 @@ func (l *Local) tunnel(c net.Conn, br *bufio.Reader, req *http.Request) {
 		reply(c, http.StatusBadRequest, "CONNECT wants host:port")
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), handshakeTime)
-	defer cancel()
-	up, err := l.dial(ctx)
-	if err != nil {
-		l.setStatus("the upstream proxy is unreachable: " + err.Error())
-		reply(c, http.StatusBadGateway, "upstream proxy unreachable")
+	up := l.open(c)
+	if up == nil {
 		return
 	}
 	defer up.Close()
-	up.SetDeadline(time.Now().Add(handshakeTime))
 	if l.up.URL.Scheme == "socks5" {
 		if err := socksConnect(up, target, l.up.Username, l.up.Password); err != nil {
 			l.socksFailed(err)
@@ -293,19 +288,10 @@ func (l *Local) tunnel(c net.Conn, br *bufio.Reader, req *http.Request) {
 	if a := l.up.auth(); a != "" {
 		out.Header.Set("Proxy-Authorization", a)
 	}
-	if err := out.Write(up); err != nil {
-		l.setStatus("the upstream proxy dropped the connection: " + err.Error())
-		reply(c, http.StatusBadGateway, "upstream proxy failed")
+	resp, ubr := l.exchange(c, up, out, out.Write, "the connection", " to CONNECT")
+	if resp == nil {
 		return
 	}
-	ubr, ulim := headerReader(up)
-	resp, err := http.ReadResponse(ubr, out)
-	if err != nil {
-		l.setStatus("the upstream proxy gave no answer to CONNECT: " + err.Error())
-		reply(c, http.StatusBadGateway, "upstream proxy failed")
-		return
-	}
-	ulim.lift()
 	if resp.StatusCode/100 != 2 {
 		l.refusal(resp, "CONNECT")
 		reply(c, http.StatusBadGateway, "upstream proxy refused the tunnel")
@@ -351,12 +337,8 @@ func splice(a net.Conn, ar *bufio.Reader, b net.Conn, brd *bufio.Reader) {
 var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authorization", "Proxy-Authenticate", "Te", "Trailer", "Upgrade"}
 
 func (l *Local) forward(c net.Conn, req *http.Request) {
-	ctx, cancel := context.WithTimeout(context.Background(), handshakeTime)
-	defer cancel()
-	up, err := l.dial(ctx)
-	if err != nil {
-		l.setStatus("the upstream proxy is unreachable: " + err.Error())
-		reply(c, http.StatusBadGateway, "upstream proxy unreachable")
+	up := l.open(c)
+	if up == nil {
 		return
 	}
 	defer up.Close()
@@ -364,7 +346,6 @@ func (l *Local) forward(c net.Conn, req *http.Request) {
 		req.Header.Del(h)
 	}
 	req.Header.Set("Connection", "close")
-	up.SetDeadline(time.Now().Add(handshakeTime))
 	write := req.WriteProxy
 	if l.up.URL.Scheme == "socks5" {
 		// Through a SOCKS5 tunnel to the site, which takes the request
@@ -382,19 +363,10 @@ func (l *Local) forward(c net.Conn, req *http.Request) {
 	} else if a := l.up.auth(); a != "" {
 		req.Header.Set("Proxy-Authorization", a)
 	}
-	if err := write(up); err != nil {
-		l.setStatus("the upstream proxy dropped the request: " + err.Error())
-		reply(c, http.StatusBadGateway, "upstream proxy failed")
+	resp, _ := l.exchange(c, up, req, write, "the request", "")
+	if resp == nil {
 		return
 	}
-	ubr, ulim := headerReader(up)
-	resp, err := http.ReadResponse(ubr, req)
-	if err != nil {
-		l.setStatus("the upstream proxy gave no answer: " + err.Error())
-		reply(c, http.StatusBadGateway, "upstream proxy failed")
-		return
-	}
-	ulim.lift()
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusProxyAuthRequired {
 		l.refusal(resp, "a request")
@@ -408,6 +380,42 @@ func (l *Local) forward(c net.Conn, req *http.Request) {
 		resp.Header.Del(h)
 	}
 	resp.Write(c) // the body streams from the upstream
+}
+
+// open dials the upstream proxy, with the handshake's deadline set; nil:
+// it is unreachable, which it recorded and told the browser.
+func (l *Local) open(c net.Conn) net.Conn {
+	ctx, cancel := context.WithTimeout(context.Background(), handshakeTime)
+	defer cancel()
+	up, err := l.dial(ctx)
+	if err != nil {
+		l.setStatus("the upstream proxy is unreachable: " + err.Error())
+		reply(c, http.StatusBadGateway, "upstream proxy unreachable")
+		return nil
+	}
+	up.SetDeadline(time.Now().Add(handshakeTime))
+	return up
+}
+
+// exchange sends req to the upstream with write and reads its answer's
+// header (bounded); the body follows from the returned reader. nil: it
+// dropped the request or gave no answer, which it recorded (sent names
+// what was sent, to what the request) and told the browser.
+func (l *Local) exchange(c, up net.Conn, req *http.Request, write func(io.Writer) error, sent, to string) (*http.Response, *bufio.Reader) {
+	if err := write(up); err != nil {
+		l.setStatus("the upstream proxy dropped " + sent + ": " + err.Error())
+		reply(c, http.StatusBadGateway, "upstream proxy failed")
+		return nil, nil
+	}
+	ubr, lim := headerReader(up)
+	resp, err := http.ReadResponse(ubr, req)
+	if err != nil {
+		l.setStatus("the upstream proxy gave no answer" + to + ": " + err.Error())
+		reply(c, http.StatusBadGateway, "upstream proxy failed")
+		return nil, nil
+	}
+	lim.lift()
+	return resp, ubr
 }
 
 // socksFailed records why a SOCKS5 CONNECT failed.
