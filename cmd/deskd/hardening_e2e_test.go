@@ -96,8 +96,21 @@ func TestSecretsStayOutOfChildren(t *testing.T) {
 		}
 	}
 
+	seen := noSecretsIn(t, descendants(daemon), map[string]string{"panel key": key, "VNC password": vncPassword})
+	for _, want := range []string{"deskd", "Xvfb", "chromium", "bash"} {
+		if !seen[want] {
+			t.Errorf("no %s among the daemon's processes %v: the check did not see it", want, seen)
+		}
+	}
+}
+
+// noSecretsIn fails the test for each of pids whose environment or
+// command line holds one of secrets (what -> secret), and returns the
+// names of the processes it read.
+func noSecretsIn(t *testing.T, pids []int, secrets map[string]string) map[string]bool {
+	t.Helper()
 	seen := map[string]bool{}
-	for _, pid := range descendants(daemon) {
+	for _, pid := range pids {
 		name := procName(pid)
 		seen[name] = true
 		for _, f := range []string{"environ", "cmdline"} {
@@ -105,18 +118,14 @@ func TestSecretsStayOutOfChildren(t *testing.T) {
 			if err != nil {
 				continue // gone meanwhile
 			}
-			for what, secret := range map[string]string{"panel key": key, "VNC password": vncPassword} {
+			for what, secret := range secrets {
 				if bytes.Contains(b, []byte(secret)) {
-					t.Errorf("%s (pid %d, %s) has the %s in its %s", name, pid, procName(pid), what, f)
+					t.Errorf("%s (pid %d) has the %s in its %s", name, pid, what, f)
 				}
 			}
 		}
 	}
-	for _, want := range []string{"deskd", "Xvfb", "chromium", "bash"} {
-		if !seen[want] {
-			t.Errorf("no %s among the daemon's processes %v: the check did not see it", want, seen)
-		}
-	}
+	return seen
 }
 
 // A flag-like start URL is refused with a clear 400 and never reaches
