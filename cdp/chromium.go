@@ -45,9 +45,27 @@ type ChromiumConfig struct {
 	// URL opens on a fresh profile only and a used one restores its tabs.
 	KeepURL    bool
 	ExtraFlags []string
+	// Accessibility, when its Mode is set, has Chromium export its tree
+	// (the browser's own and the pages') on an AT-SPI bus.
+	Accessibility Accessibility
 	// ReadyTimeout bounds the wait for the DevTools endpoint (default 30 s).
 	ReadyTimeout time.Duration
 }
+
+// Accessibility is how Chromium exports its accessibility tree. It
+// needs all of: ACCESSIBILITY_ENABLED=1, the bus's address in
+// AT_SPI_BUS_ADDRESS, a private XDG_RUNTIME_DIR and
+// --force-renderer-accessibility (any one missing: nothing shows); and it
+// decides at launch.
+type Accessibility struct {
+	// Mode is --force-renderer-accessibility's value: "basic",
+	// "form-controls" or "complete"; "" or "off": none.
+	Mode       string
+	Bus        string // the bus's D-Bus address
+	RuntimeDir string // XDG_RUNTIME_DIR, the GUI user's alone
+}
+
+func (a Accessibility) on() bool { return a.Mode != "" && a.Mode != "off" && a.Bus != "" }
 
 // Chromium is a running browser.
 type Chromium struct {
@@ -109,6 +127,9 @@ func Flags(cfg ChromiumConfig) []string {
 	}
 	if cfg.Locale != "" {
 		f = append(f, "--lang="+cfg.Locale, "--accept-lang="+cfg.Locale)
+	}
+	if cfg.Accessibility.on() {
+		f = append(f, "--force-renderer-accessibility="+cfg.Accessibility.Mode)
 	}
 	f = append(f, cfg.ExtraFlags...)
 	if cfg.URL == "" {
@@ -239,6 +260,9 @@ func StartChromium(ctx context.Context, sp *proc.Spawner, cfg ChromiumConfig) (*
 	}
 	if cfg.Timezone != "" {
 		env = append(env, "TZ="+cfg.Timezone)
+	}
+	if a := cfg.Accessibility; a.on() {
+		env = append(env, "ACCESSIBILITY_ENABLED=1", "AT_SPI_BUS_ADDRESS="+a.Bus, "XDG_RUNTIME_DIR="+a.RuntimeDir)
 	}
 	p, err := sp.Start(proc.Spec{
 		Name: "chromium", Path: cfg.Path, Args: Flags(cfg), Env: env,

@@ -7,6 +7,8 @@ import (
 	"image"
 	"strings"
 	"time"
+
+	"github.com/cubepod/deskd/a11y"
 )
 
 // Action is one action in Anthropic's computer-use vocabulary (the
@@ -21,7 +23,10 @@ import (
 //	wait{duration}
 //
 // Coordinates are [x, y] in the default screenshot's image space;
-// durations are seconds.
+// durations are seconds. Instead of a coordinate, mouse_move, the clicks,
+// scroll and type may name an element of an accessibility snapshot
+// (Elements): the action goes to its centre, as it is when the action
+// runs (type clicks it first).
 type Action struct {
 	Action          string  `json:"action"`
 	Coordinate      []int   `json:"coordinate,omitempty"`
@@ -33,6 +38,7 @@ type Action struct {
 	Repeat          int     `json:"repeat,omitempty"`
 	Region          []int   `json:"region,omitempty"`
 	Mode            string  `json:"mode,omitempty"`
+	Element         string  `json:"element,omitempty"`
 }
 
 // Bounds on a request.
@@ -92,6 +98,7 @@ type op struct {
 	region  image.Rectangle // zoom, image space
 	relMove image.Point     // relative move (AIO MOVE_REL, DRAG_REL), screen pixels
 	rel     bool
+	element string // act at this element's centre (located when the op runs)
 }
 
 func point(c []int, what string) (image.Point, error) {
@@ -140,6 +147,20 @@ func (a Action) parse(g Geometry) (op, error) {
 		o.mods = c
 		return nil
 	}
+	if a.Element != "" {
+		switch a.Action {
+		case "mouse_move", "left_click", "right_click", "middle_click", "double_click", "triple_click", "scroll", "type":
+		default:
+			return o, fmt.Errorf("%s: takes no element", truncate(a.Action, 40))
+		}
+		if a.Coordinate != nil {
+			return o, fmt.Errorf("%s: give element or coordinate, not both", a.Action)
+		}
+		if err := a11y.CheckID(a.Element); err != nil {
+			return o, fmt.Errorf("%s: %w", a.Action, err)
+		}
+		o.element = a.Element
+	}
 	var err error
 	switch a.Action {
 	case "screenshot":
@@ -157,8 +178,8 @@ func (a Action) parse(g Geometry) (op, error) {
 		}
 	case "mouse_move":
 		o.kind = opMove
-		if a.Coordinate == nil {
-			return o, errors.New("mouse_move: coordinate is required")
+		if a.Coordinate == nil && o.element == "" {
+			return o, errors.New("mouse_move: coordinate or element is required")
 		}
 		o.at, err = mapPt(a.Coordinate, "coordinate")
 	case "left_click", "right_click", "middle_click", "double_click", "triple_click":
@@ -452,6 +473,18 @@ func (c *Computer) withMods(mods []uint32, fn func() error) error {
 func bit(b int) uint16 { return 1 << (b - 1) }
 
 func (c *Computer) exec(ctx context.Context, o op, r *Result, so ShotOptions) error {
+	if o.element != "" {
+		at, err := c.locate(ctx, o.element)
+		if err != nil {
+			return err
+		}
+		o.at = &at
+		if o.kind == opType { // into the element: click it first
+			if err := c.exec(ctx, op{name: o.name, kind: opClick, at: &at, button: btnLeft, count: 1}, r, so); err != nil {
+				return err
+			}
+		}
+	}
 	switch o.kind {
 	case opScreenshot:
 		shot, err := c.Screenshot(so)

@@ -52,6 +52,8 @@ type Config struct {
 	// that arrive all at once.
 	KeyDelay time.Duration
 	Logger   *slog.Logger
+	// Elements, when set, is where accessibility snapshots come from.
+	Elements Elements
 	// Cores, when the daemon runs on one P, is widened while a
 	// screenshot is encoded in strips (nil: the runtime's own setting).
 	Cores *cores.Cores

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cubepod/deskd/a11y"
 	"github.com/cubepod/deskd/cdp"
 	"github.com/cubepod/deskd/proc"
 	"github.com/cubepod/deskd/x11"
@@ -26,6 +27,7 @@ import (
 const (
 	Xvfb     = "xvfb"
 	WM       = "wm"
+	A11yBus  = "a11y"
 	Chromium = "chromium"
 )
 
@@ -56,6 +58,13 @@ type Config struct {
 	// Locale (e.g. "de-DE") sets Chromium's UI and Accept-Language;
 	// Timezone (e.g. "Europe/Berlin") is TZ for the GUI.
 	Locale, Timezone string
+	// A11y is Chromium's accessibility mode (a11y.Off, a11y.Basic,
+	// a11y.FormControls, a11y.Complete; "" is Off): anything but Off
+	// starts the accessibility bus before Chromium and has Chromium
+	// export its tree there. DBusDaemonPath is dbus-daemon (default: on
+	// PATH).
+	A11y           string
+	DBusDaemonPath string
 	// ChromiumFlags, when set, gives flags of the moment for each
 	// Chromium start (the proxy it goes through, say).
 	ChromiumFlags func() []string
@@ -77,6 +86,9 @@ type Config struct {
 type StartOptions struct {
 	Resolution *x11.Resolution `json:"resolution,omitempty"`
 	URL        string          `json:"url,omitempty"`
+	// A11y, when set, is the accessibility mode from now on; a running
+	// Chromium in another mode is restarted (it decides at launch).
+	A11y string `json:"a11y,omitempty"`
 }
 
 // Status is the stack's state, as printed by `deskd status`.
@@ -93,6 +105,9 @@ type Status struct {
 	// Proxy is the upstream proxy the browser goes through and how that
 	// went ("http://proxy:3128: ok"); never a credential.
 	Proxy string `json:"proxy,omitempty"`
+	// A11y is the running Chromium's accessibility mode ("off" when it
+	// exports nothing).
+	A11y string `json:"a11y,omitempty"`
 	// XAuthority is the display's authority file: X clients need it (as
 	// XAUTHORITY) to connect.
 	XAuthority string `json:"xauthority,omitempty"`
@@ -134,9 +149,13 @@ type Stack struct {
 	url      string // asked for by Start: opened by the next Chromium only
 	xvfb     *x11.Xvfb
 	wm       *proc.Process
+	bus      *a11y.Bus
 	chrome   *cdp.Chromium
-	restarts map[string]int
-	fails    map[string]int // consecutive quick failures, for backoff
+	a11yMode string // wanted from the next Chromium on
+	// chromeA11y is the running Chromium's mode
+	chromeA11y string
+	restarts   map[string]int
+	fails      map[string]int // consecutive quick failures, for backoff
 	// stopped are processes stopped on purpose: their exit is no failure
 	stopped map[*proc.Process]bool
 	lastErr string
@@ -173,6 +192,7 @@ func New(cfg Config, sp *proc.Spawner) *Stack {
 	s := &Stack{
 		cfg: cfg, sp: sp, log: cfg.Logger,
 		res:      cfg.Resolution,
+		a11yMode: orOff(cfg.A11y),
 		restarts: map[string]int{}, fails: map[string]int{}, stopped: map[*proc.Process]bool{},
 		poke: make(chan struct{}, 1), ctx: ctx, cancel: cancel,
 	}
@@ -191,6 +211,9 @@ func (s *Stack) Start(ctx context.Context, o StartOptions) (Status, error) {
 	if err := cdp.CheckStartURL(o.URL); err != nil {
 		return s.Status(), fmt.Errorf("desktop: %w", err)
 	}
+	if err := a11y.CheckMode(o.A11y); err != nil {
+		return s.Status(), fmt.Errorf("desktop: %w", err)
+	}
 	s.op.Lock()
 	defer s.op.Unlock()
 	s.mu.Lock()
@@ -201,6 +224,9 @@ func (s *Stack) Start(ctx context.Context, o StartOptions) (Status, error) {
 	}
 	if o.URL != "" && s.chrome == nil {
 		s.url = o.URL
+	}
+	if o.A11y != "" {
+		s.a11yMode = o.A11y
 	}
 	s.mu.Unlock()
 	err := s.ensure(ctx)
@@ -298,11 +324,19 @@ func (s *Stack) Status() Status {
 			st.Pids[WM] = s.wm.Pid
 		}
 	}
+	if s.a11yMode != a11y.Off {
+		total++
+		if s.bus != nil && s.bus.Alive() {
+			up++
+			st.Pids[A11yBus] = s.bus.Pid
+		}
+	}
 	if s.chrome != nil && s.chrome.Alive() {
 		up++
 		st.Pids[Chromium] = s.chrome.Pid
 		st.Browser = s.chrome.Version.Browser
 		st.Health = s.health
+		st.A11y = s.chromeA11y
 	}
 	switch {
 	case !s.want && up == 0:
@@ -322,8 +356,8 @@ func (s *Stack) Status() Status {
 func (s *Stack) ensure(ctx context.Context) error {
 	s.mu.Lock()
 	s.starting = true
-	xv, wm, ch := s.xvfb, s.wm, s.chrome
-	res, url := s.res, s.url
+	xv, wm, bus, ch := s.xvfb, s.wm, s.bus, s.chrome
+	res, url, mode, chMode := s.res, s.url, s.a11yMode, s.chromeA11y
 	s.mu.Unlock()
 	// A URL asked for is opened once; otherwise the configured one opens
 	// on a fresh profile only, and a profile that has run restores its
@@ -334,7 +368,7 @@ func (s *Stack) ensure(ctx context.Context) error {
 	}
 	// A component counts as restarted when an earlier instance existed,
 	// also when it is relaunched because the display under it was.
-	hadXvfb, hadWM, hadChrome := xv != nil, wm != nil, ch != nil
+	hadXvfb, hadWM, hadBus, hadChrome := xv != nil, wm != nil, bus != nil, ch != nil
 	defer func() {
 		s.mu.Lock()
 		s.starting = false
@@ -356,7 +390,7 @@ func (s *Stack) ensure(ctx context.Context) error {
 		if xv != nil {
 			// Clients of a dead display die with it; restart them cleanly.
 			s.stopFrom(ctx, WM)
-			wm, ch = nil, nil
+			wm, bus, ch = nil, nil, nil
 		}
 		if err := os.MkdirAll(s.logDir(), 0o755); err != nil {
 			return fail(fmt.Errorf("desktop: %w", err))
@@ -386,6 +420,32 @@ func (s *Stack) ensure(ctx context.Context) error {
 		}
 		s.adopt(WM, p, func() { s.wm = p }, hadWM)
 	}
+	switch {
+	case mode != a11y.Off && (bus == nil || !s.settled(bus.Process)):
+		// Chromium looks for the bus once, at launch: a new bus means a
+		// new browser.
+		if ch != nil {
+			s.stopChromium(ctx)
+			ch = nil
+		}
+		b, err := a11y.StartBus(ctx, s.sp, a11y.BusConfig{
+			Path: s.cfg.DBusDaemonPath, Dir: s.a11yDir(), Credential: s.cfg.Credential,
+			Env: s.displayEnv(xv.Display, s.tzEnv()...), LogPath: s.logPath(A11yBus),
+		})
+		if err != nil {
+			return fail(unsupported(err))
+		}
+		s.adopt(A11yBus, b.Process, func() { s.bus = b }, hadBus)
+		bus = b
+	case mode == a11y.Off && bus != nil:
+		s.stopBus(ctx)
+		bus = nil
+	}
+	if ch != nil && chMode != mode {
+		s.log.Info("restarting chromium for another accessibility mode", "from", chMode, "to", mode)
+		s.stopChromium(ctx)
+		ch = nil
+	}
 	if ch == nil || !s.settled(ch.Process) {
 		home, err := s.home()
 		if err != nil {
@@ -395,16 +455,21 @@ func (s *Stack) ensure(ctx context.Context) error {
 		if s.cfg.ChromiumFlags != nil {
 			extra = s.cfg.ChromiumFlags()
 		}
+		var acc cdp.Accessibility
+		if bus != nil {
+			acc = cdp.Accessibility{Mode: mode, Bus: bus.Address, RuntimeDir: s.a11yDir()}
+		}
 		c, err := cdp.StartChromium(ctx, s.sp, cdp.ChromiumConfig{
 			Path: s.cfg.ChromiumPath, Port: s.cfg.CDPPort, ProfileDir: s.cfg.ProfileDir, URL: url,
 			Display: xv.Display, Width: res.Width, Height: res.Height, NoSandbox: s.cfg.NoSandbox,
 			Credential: s.cfg.Credential, Home: home, LogPath: s.logPath(Chromium), XAuthority: s.cfg.XAuthority,
 			Locale: s.cfg.Locale, Timezone: s.cfg.Timezone, KeepURL: explicitURL, ExtraFlags: extra,
+			Accessibility: acc,
 		})
 		if err != nil {
 			return fail(unsupported(err))
 		}
-		s.adopt(Chromium, c.Process, func() { s.chrome, s.health, s.url = c, "ok", "" }, hadChrome)
+		s.adopt(Chromium, c.Process, func() { s.chrome, s.health, s.url, s.chromeA11y = c, "ok", "", mode }, hadChrome)
 	}
 	s.mu.Lock()
 	s.lastErr = ""
@@ -477,9 +542,36 @@ func (s *Stack) adopt(name string, p *proc.Process, set func(), restart bool) {
 // stopChromium stops Chromium alone.
 func (s *Stack) stopChromium(ctx context.Context) { s.stopFrom(ctx, Chromium) }
 
+// stopBus stops the accessibility bus and Chromium, which used it.
+func (s *Stack) stopBus(ctx context.Context) { s.stopFrom(ctx, A11yBus) }
+
+// A11y is the accessibility bus's address and the mode of the Chromium
+// that exports its tree there; "" and a11y.Off when there is none.
+func (s *Stack) A11y() (addr, mode string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.bus == nil || s.chrome == nil || s.chromeA11y == a11y.Off {
+		return "", a11y.Off
+	}
+	return s.bus.Address, s.chromeA11y
+}
+
+// orOff is m, or a11y.Off for "".
+func orOff(m string) string {
+	if m == "" {
+		return a11y.Off
+	}
+	return m
+}
+
+// a11yDir holds the accessibility bus's socket and serves as the GUI's
+// XDG_RUNTIME_DIR.
+func (s *Stack) a11yDir() string { return filepath.Join(s.cfg.RunDir, "a11y") }
+
 // stopFrom stops the named component and those started after it, newest
-// first: stopFrom(Xvfb) stops everything, stopFrom(WM) leaves Xvfb,
-// stopFrom(Chromium) leaves both.
+// first (Xvfb, WM, A11yBus, Chromium): stopFrom(Xvfb) stops everything,
+// stopFrom(WM) leaves Xvfb, stopFrom(A11yBus) leaves both, and
+// stopFrom(Chromium) leaves all three.
 func (s *Stack) stopFrom(ctx context.Context, from string) {
 	s.mu.Lock()
 	var ps []*proc.Process
@@ -488,7 +580,11 @@ func (s *Stack) stopFrom(ctx context.Context, from string) {
 		ps = append(ps, s.chrome.Process)
 		s.chrome = nil
 	}
-	if s.wm != nil && from != Chromium {
+	if s.bus != nil && from != Chromium {
+		ps = append(ps, s.bus.Process)
+		s.bus = nil
+	}
+	if s.wm != nil && from != Chromium && from != A11yBus {
 		ps = append(ps, s.wm)
 		s.wm = nil
 	}

@@ -22,6 +22,7 @@ import (
 //
 //	GET  computer/info                 geometry, cursor position, lease
 //	GET  computer/screenshot?format=png|jpeg&quality=&max_long_edge=&cursor=1&region=x0,y0,x1,y1&settle_ms=&encoding=json
+//	GET  computer/a11y?interactive=1&region=&max_nodes=&format=json|text  accessible elements (a11y.go)
 //	POST computer/actions              {actions: [Anthropic actions], screenshot: "after"|"none", settle_ms, ...}
 //	POST computer/compat/openai        {actions: [OpenAI actions], ...}
 //	POST computer/compat/aio           one AIO action, or {actions: [...]}
@@ -69,7 +70,7 @@ func (s *Server) computer(ctx context.Context) (*computer.Computer, error) {
 	if err != nil {
 		return nil, err
 	}
-	h.display, h.screen, h.comp = display, scr, computer.New(scr, computer.Config{Logger: s.log.With("part", "computer"), Cores: s.cfg.Cores})
+	h.display, h.screen, h.comp = display, scr, computer.New(scr, computer.Config{Logger: s.log.With("part", "computer"), Cores: s.cfg.Cores, Elements: &s.elems})
 	return h.comp, nil
 }
 
@@ -209,6 +210,7 @@ func (h *humanInput) at() time.Time {
 func (s *Server) computerRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /computer/info", s.computerInfo)
 	mux.HandleFunc("GET /computer/screenshot", s.computerScreenshot)
+	mux.HandleFunc("GET /computer/a11y", s.computerA11y)
 	mux.HandleFunc("POST /computer/actions", s.requireFull(requireJSON(s.computerActions("anthropic"))))
 	mux.HandleFunc("POST /computer/compat/openai", s.requireFull(requireJSON(s.computerActions("openai"))))
 	mux.HandleFunc("POST /computer/compat/aio", s.requireFull(requireJSON(s.computerActions("aio"))))
@@ -241,6 +243,9 @@ type infoAnswer struct {
 	// Follow is tab-follow's state and the tab it brought to the front
 	// (the one a screenshot shows, unless a person switched since).
 	Follow followAnswer `json:"tab_follow"`
+	// A11y is the running browser's accessibility mode: "off" means
+	// computer/a11y has nothing to list.
+	A11y string `json:"a11y"`
 }
 
 func (s *Server) computerInfo(w http.ResponseWriter, r *http.Request) {
@@ -257,6 +262,7 @@ func (s *Server) computerInfo(w http.ResponseWriter, r *http.Request) {
 	holder, left := s.lease.state(time.Now())
 	a.Lease, a.LeaseS = holder, int(left/time.Millisecond)
 	a.Follow = s.followState(r.Context())
+	_, a.A11y = s.cfg.Stack.A11y()
 	writeJSON(w, http.StatusOK, a)
 }
 

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"image"
 	"net/http"
 	"runtime/debug"
 	"strings"
 	"time"
 
+	"github.com/cubepod/deskd/a11y"
 	"github.com/cubepod/deskd/computer"
 	"github.com/cubepod/deskd/term"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -30,6 +32,7 @@ var mcpProps = map[string]string{
 	"repeat":           `{"type":"integer","minimum":1,"maximum":100}`,
 	"region":           `{"type":"array","items":{"type":"integer"},"minItems":4,"maxItems":4,"description":"[x0, y0, x1, y1] in screenshot pixels"}`,
 	"mode":             `{"type":"string","enum":["keys","paste"],"description":"keys (default) types key by key; paste goes through the clipboard"}`,
+	"element":          `{"type":"string","maxLength":24,"description":"an element id from a11y_snapshot (e.g. \"e12\"), instead of a coordinate: the action goes to its centre"}`,
 }
 
 type mcpTool struct {
@@ -43,17 +46,17 @@ var mcpActionTools = []mcpTool{
 	{"screenshot", "Take a screenshot of the whole screen (PNG, scaled to at most 1568 px / 1.15 MP; action coordinates are in its pixels).", nil, nil, true},
 	{"zoom", "Screenshot a region at full resolution.", []string{"region"}, []string{"region"}, true},
 	{"cursor_position", "Where the pointer is, in screenshot pixels.", nil, nil, true},
-	{"mouse_move", "Move the pointer.", []string{"coordinate"}, []string{"coordinate"}, false},
-	{"left_click", "Click the left button (at coordinate, else where the pointer is); text names modifier keys to hold, e.g. \"shift\" or \"ctrl+alt\".", []string{"coordinate", "text"}, nil, false},
-	{"right_click", "Click the right button.", []string{"coordinate", "text"}, nil, false},
-	{"middle_click", "Click the middle button.", []string{"coordinate", "text"}, nil, false},
-	{"double_click", "Double-click the left button.", []string{"coordinate", "text"}, nil, false},
-	{"triple_click", "Triple-click the left button.", []string{"coordinate", "text"}, nil, false},
+	{"mouse_move", "Move the pointer (to coordinate, or to an element's centre).", []string{"coordinate", "element"}, nil, false},
+	{"left_click", "Click the left button (at coordinate or on element, else where the pointer is); text names modifier keys to hold, e.g. \"shift\" or \"ctrl+alt\".", []string{"coordinate", "element", "text"}, nil, false},
+	{"right_click", "Click the right button.", []string{"coordinate", "element", "text"}, nil, false},
+	{"middle_click", "Click the middle button.", []string{"coordinate", "element", "text"}, nil, false},
+	{"double_click", "Double-click the left button.", []string{"coordinate", "element", "text"}, nil, false},
+	{"triple_click", "Triple-click the left button.", []string{"coordinate", "element", "text"}, nil, false},
 	{"left_click_drag", "Drag with the left button from start_coordinate to coordinate.", []string{"start_coordinate", "coordinate", "text"}, []string{"coordinate"}, false},
 	{"left_mouse_down", "Press the left button.", []string{"coordinate"}, nil, false},
 	{"left_mouse_up", "Release the left button.", []string{"coordinate"}, nil, false},
-	{"scroll", "Scroll with the wheel; text names modifier keys to hold.", []string{"coordinate", "scroll_direction", "scroll_amount", "text"}, []string{"scroll_direction"}, false},
-	{"type", "Type text (any Unicode).", []string{"text", "mode"}, []string{"text"}, false},
+	{"scroll", "Scroll with the wheel; text names modifier keys to hold.", []string{"coordinate", "element", "scroll_direction", "scroll_amount", "text"}, []string{"scroll_direction"}, false},
+	{"type", "Type text (any Unicode); with element, click that element first.", []string{"text", "mode", "element"}, []string{"text"}, false},
 	{"key", "Press a key or combination, xdotool style: \"Return\", \"ctrl+s\", \"ctrl+a Delete\".", []string{"text", "repeat"}, []string{"text"}, false},
 	{"hold_key", "Hold a key or combination for duration seconds.", []string{"text", "duration"}, []string{"text", "duration"}, false},
 	{"wait", "Wait duration seconds (default 1).", []string{"duration"}, nil, true},
@@ -109,6 +112,15 @@ func (s *Server) mcpServer(r *http.Request) *mcp.Server {
 		srv.AddTool(&mcp.Tool{Name: t.name, Description: t.desc, InputSchema: mcpSchema(t),
 			Annotations: &mcp.ToolAnnotations{ReadOnlyHint: t.look}}, s.recovered(t.name, s.mcpAction(t.name, holder, !full)))
 	}
+	srv.AddTool(&mcp.Tool{Name: "a11y_snapshot", Description: "List the elements on the screen as assistive technology sees them (the browser's tabs, address bar, dialogs, page content, other windows): " +
+		"id, role, name, value, states and centre in screenshot pixels, indented by depth. Take one before acting: click an element by its id (element) or its centre (coordinate). " +
+		"interactive_only lists only what one acts on; region limits to [x0, y0, x1, y1].",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{` +
+			`"interactive_only":{"type":"boolean","description":"only buttons, fields, links, tabs and other focusable elements"},` +
+			`"region":` + mcpProps["region"] + `,` +
+			`"max_nodes":{"type":"integer","minimum":1,"maximum":20000,"description":"elements listed at most (default 1000)"}}}`),
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		s.recovered("a11y_snapshot", s.mcpA11y))
 	if !full {
 		return srv
 	}
@@ -197,6 +209,40 @@ func (s *Server) mcpAction(name string, holder agent, view bool) mcp.ToolHandler
 		}
 		return res, nil
 	}
+}
+
+// mcpA11y answers a11y_snapshot with the text listing (and the JSON as
+// structured content).
+func (s *Server) mcpA11y(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var in struct {
+		Interactive bool  `json:"interactive_only"`
+		Region      []int `json:"region"`
+		MaxNodes    int   `json:"max_nodes"`
+	}
+	if len(req.Params.Arguments) > 0 {
+		if err := json.Unmarshal(req.Params.Arguments, &in); err != nil {
+			return mcpError("bad input: %v", err), nil
+		}
+	}
+	if in.MaxNodes < 0 || in.MaxNodes > a11y.MaxNodes {
+		return mcpError("max_nodes %d: want 1-%d", in.MaxNodes, a11y.MaxNodes), nil
+	}
+	o := computer.ElementOptions{Options: a11y.Options{Interactive: in.Interactive, MaxNodes: in.MaxNodes}}
+	if in.Region != nil {
+		if len(in.Region) != 4 {
+			return mcpError("region: want [x0, y0, x1, y1]"), nil
+		}
+		o.Region = image.Rect(in.Region[0], in.Region[1], in.Region[2], in.Region[3])
+	}
+	c, err := s.computer(ctx)
+	if err != nil {
+		return mcpError("desktop not available: %v", err), nil
+	}
+	l, err := c.Elements(ctx, o)
+	if err != nil {
+		return mcpError("%v", err), nil
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: l.Text()}}, StructuredContent: l}, nil
 }
 
 // mcpShellOutput bounds shell_exec's answer.

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cubepod/deskd/a11y"
 	"github.com/cubepod/deskd/bridge"
 	"github.com/cubepod/deskd/cdp"
 	"github.com/cubepod/deskd/cores"
@@ -101,6 +102,7 @@ type Server struct {
 
 	rfb      rfbHolder
 	comp     computerHolder
+	elems    elements
 	lease    lease
 	human    humanInput
 	fit      browserFit
@@ -133,6 +135,7 @@ func New(cfg Config) *Server {
 	s.base, s.cancel = context.WithCancel(context.Background())
 	s.metrics = newMetrics(cfg.Stack, s.sessions, cfg.Terminal)
 	s.follow = s.newFollower()
+	s.elems.s = s
 	mux := s.routes()
 	s.public = s.withPanel(mux)
 	s.control = s.withClaims(mux, panel.Claims{Scope: panel.ScopeFull})
@@ -151,6 +154,7 @@ func (s *Server) Close() {
 	s.rfb.mu.Unlock()
 	s.comp.mu.Lock()
 	s.comp.close()
+	s.elems.close()
 	s.comp.mu.Unlock()
 	s.follow.Close()
 }
@@ -260,6 +264,10 @@ func (s *Server) apiStart(w http.ResponseWriter, r *http.Request) {
 	}
 	o := req.StartOptions
 	if err := cdp.CheckStartURL(o.URL); err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "bad start request: " + err.Error()})
+		return
+	}
+	if err := a11y.CheckMode(o.A11y); err != nil {
 		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "bad start request: " + err.Error()})
 		return
 	}

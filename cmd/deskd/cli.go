@@ -126,6 +126,9 @@ func (m *Main) cliStart(ctx context.Context, cfg *Config) int {
 	if cfg.set["url"] || os.Getenv(envName("url")) != "" {
 		o.URL = cfg.URL
 	}
+	if cfg.set["a11y"] || os.Getenv(envName("a11y")) != "" {
+		o.A11y = cfg.A11y
+	}
 	st, _, err := c.call(ctx, http.MethodPost, "/api/desktop/start", o)
 	if err != nil {
 		return m.fail(err)

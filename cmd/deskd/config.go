@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cubepod/deskd/a11y"
 	"github.com/cubepod/deskd/cdp"
 	"github.com/cubepod/deskd/x11"
 )
@@ -73,6 +74,7 @@ type Config struct {
 	MaxUploadMiB         int64
 	OneCore              bool
 	TabFollow            bool
+	A11y                 string
 	H264                 string // "auto" or "off"
 	X264                 string
 	StopDaemon           bool // stop --daemon
@@ -169,6 +171,7 @@ func ParseFlags(cmd string, args []string, stderr io.Writer) (*Config, error) {
 		return nil, fmt.Errorf("%s: %q is not a display number", envName("display"), env("display", ""))
 	}
 	fs.IntVar(&c.Display, "display", disp, "pin the X display number (e.g. 99); 0: a free one (env DESKD_DISPLAY)")
+	str(&c.A11y, "a11y", a11y.Complete, "what Chromium exports to the accessibility snapshot (computer/a11y): complete (the page and the browser's own UI), basic, form-controls, or off (no accessibility bus either); a start request's \"a11y\" changes it, restarting the browser")
 	str(&c.Locale, "locale", "", "Chromium's language and Accept-Language, e.g. de-DE (default: Chromium's)")
 	str(&c.Timezone, "timezone", "", "TZ for the desktop and terminal, e.g. Europe/Berlin (default: the system's)")
 	str(&c.Home, "home", "", "the GUI user's home: Chromium's HOME, the terminal's, and the root of the files API (default: the --user's home, else RUN_DIR/home)")
@@ -347,6 +350,9 @@ func (c *Config) validate() error {
 	if err := cdp.CheckLocale(c.Locale); err != nil {
 		return fmt.Errorf("--locale: %w", err)
 	}
+	if err := a11y.CheckMode(c.A11y); err != nil {
+		return fmt.Errorf("--a11y: %w", err)
+	}
 	if err := cdp.CheckTimezone(c.Timezone); err != nil {
 		return fmt.Errorf("--timezone: %w", err)
 	}
@@ -502,7 +508,7 @@ func (c *Config) serveArgs() []string {
 		"--max-viewers=" + strconv.Itoa(c.MaxViewers), "--ws-ping=" + c.WSPing.String(),
 		"--display=" + strconv.Itoa(c.Display), "--locale=" + c.Locale, "--timezone=" + c.Timezone, "--home=" + c.Home,
 		"--max-upload-mib=" + strconv.FormatInt(c.MaxUploadMiB, 10), "--one-core=" + strconv.FormatBool(c.OneCore),
-		"--h264=" + c.H264, "--x264=" + c.X264, "--tab-follow=" + strconv.FormatBool(c.TabFollow),
+		"--h264=" + c.H264, "--x264=" + c.X264, "--tab-follow=" + strconv.FormatBool(c.TabFollow), "--a11y=" + c.A11y,
 		"--proxy=" + c.Proxy, "--proxy-bypass=" + c.ProxyBypass,
 	}
 	return args

@@ -162,7 +162,7 @@ func NewDaemon(cfg *Config, stderr io.Writer) (*Daemon, error) {
 		RunDir:     cfg.RunDir, ProfileDir: cfg.ProfileDir, Resolution: cfg.Resolution, MaxResolution: cfg.MaxResolution, URL: cfg.URL,
 		XvfbPath: cfg.Xvfb, WMPath: cfg.wmPath(), ChromiumPath: cfg.chromiumPath(), CDPPort: cfg.CDPPort,
 		NoSandbox: cfg.NoSandbox, Credential: cred, Logger: d.log.With("part", "desktop"),
-		ChromiumFlags: d.proxy.ChromiumFlags,
+		ChromiumFlags: d.proxy.ChromiumFlags, A11y: cfg.A11y,
 	}, d.sp)
 	stack := d.stack
 	d.term, err = term.NewManager(term.Config{

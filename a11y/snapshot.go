@@ -1,0 +1,363 @@
+package a11y
+
+import (
+	"context"
+	"fmt"
+	"image"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+
+	"github.com/godbus/dbus/v5"
+)
+
+// Options select and bound a snapshot.
+type Options struct {
+	// All lists hidden elements too; by default only those showing on
+	// the screen are (three in four of a browser's are not), and a
+	// hidden element's subtree is not walked.
+	All bool
+	// Interactive lists only elements one acts on (buttons, fields,
+	// links, tabs, focusable elements), with the depth among them.
+	Interactive bool
+	// Full lists unnamed containers (panels, sections) too.
+	Full bool
+	// Screen is the screen's rectangle: elements entirely off it are
+	// not listed (empty: no such check). Region, when not empty, lists
+	// only elements that overlap it. Both in screen pixels.
+	Screen, Region image.Rectangle
+	// MaxNodes bounds the elements listed (default DefaultMaxNodes, at
+	// most MaxNodes); MaxDepth the tree's depth walked (default and
+	// bound MaxDepth); Timeout the walk (default DefaultTimeout, at most
+	// MaxTimeout). A snapshot that hits one says so in Truncated.
+	MaxNodes int
+	MaxDepth int
+	Timeout  time.Duration
+}
+
+// Bounds of Options.
+const (
+	DefaultMaxNodes = 1000
+	MaxNodes        = 20_000
+	MaxDepth        = 256
+	DefaultTimeout  = 5 * time.Second
+	MaxTimeout      = 30 * time.Second
+	// maxVisited bounds the objects asked about in one snapshot, listed
+	// or not; maxKids the children taken of one object.
+	maxVisited = 100_000
+	maxKids    = 10_000
+	// MaxName bounds a name or a value, in bytes.
+	MaxName = 512
+	// inFlight is how many objects are asked about at once: D-Bus calls
+	// cost a round trip through the bus each (40-70 µs), so they are
+	// pipelined.
+	inFlight = 16
+)
+
+// Element is one accessible element.
+type Element struct {
+	ID          string
+	Depth       int // among the elements listed
+	Role        string
+	Name        string
+	Value       string
+	States      []string
+	Bounds      image.Rectangle // screen pixels; empty for applications
+	Interactive bool
+}
+
+// Snapshot is what a walk found.
+type Snapshot struct {
+	Elements []Element
+	// Visited is how many objects were asked about.
+	Visited int
+	// Truncated says why the listing is incomplete: "" (it is not),
+	// "max_nodes", "time", "size" (an object with more children than
+	// deskd takes, or more objects in all).
+	Truncated string
+}
+
+// node is an object during a walk.
+type node struct {
+	ref    ref
+	depth  int
+	kids   []*node
+	role   string
+	name   string
+	value  string
+	st     stateSet
+	rect   image.Rectangle
+	ok     bool // its state is known
+	full   bool // everything about it is known
+	kidRef []ref
+	err    error
+}
+
+func (o *Options) defaults() {
+	if o.MaxNodes <= 0 {
+		o.MaxNodes = DefaultMaxNodes
+	}
+	o.MaxNodes = min(o.MaxNodes, MaxNodes)
+	if o.MaxDepth <= 0 || o.MaxDepth > MaxDepth {
+		o.MaxDepth = MaxDepth
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	o.Timeout = min(o.Timeout, MaxTimeout)
+}
+
+// Snapshot walks the applications' trees and lists their elements.
+// It returns what it found by the deadline, with Truncated set, rather
+// than an error; an error means the bus itself failed.
+func (c *Client) Snapshot(ctx context.Context, o Options) (*Snapshot, error) {
+	o.defaults()
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+
+	root := &node{ref: c.root}
+	c.fetch(ctx, root, o)
+	if root.err != nil {
+		return nil, fmt.Errorf("a11y: registry: %w", root.err)
+	}
+	snap := &Snapshot{Visited: 1}
+	seen := map[ref]bool{root.ref: true}
+	jobs := make(chan *node)
+	done := make(chan *node, inFlight)
+	var wg sync.WaitGroup
+	for range inFlight {
+		wg.Go(func() {
+			for n := range jobs {
+				c.fetch(ctx, n, o)
+				done <- n
+			}
+		})
+	}
+	var queue []*node
+	expand := func(n *node) {
+		if n.depth >= o.MaxDepth && len(n.kidRef) > 0 {
+			snap.Truncated = "size"
+			return
+		}
+		if len(n.kidRef) > maxKids {
+			n.kidRef = n.kidRef[:maxKids]
+			snap.Truncated = "size"
+		}
+		for _, r := range n.kidRef {
+			if seen[r] { // a cycle, or an object listed twice
+				continue
+			}
+			if len(seen) >= maxVisited {
+				snap.Truncated = "size"
+				break
+			}
+			seen[r] = true
+			k := &node{ref: r, depth: n.depth + 1}
+			n.kids = append(n.kids, k)
+			queue = append(queue, k)
+		}
+		n.kidRef = nil
+	}
+	expand(root)
+	inflight := 0
+	for len(queue) > 0 || inflight > 0 {
+		if ctx.Err() != nil && len(queue) > 0 {
+			queue = nil
+			snap.Truncated = "time"
+		}
+		var send chan *node
+		var next *node
+		if len(queue) > 0 {
+			send, next = jobs, queue[0]
+		}
+		select {
+		case send <- next:
+			queue[0] = nil
+			queue = queue[1:]
+			inflight++
+			snap.Visited++
+		case n := <-done:
+			inflight--
+			if n.err != nil && ctx.Err() != nil {
+				snap.Truncated = "time"
+			}
+			expand(n)
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	snap.Elements = c.list(root, o, snap)
+	return snap, nil
+}
+
+func (n *node) truncatedKids() bool {
+	return len(n.kidRef) > maxKids && func() bool { n.kidRef = n.kidRef[:maxKids]; return true }()
+}
+
+// fetch asks about one object: its state first, and the rest only when
+// it shows (or o.All). Calls go out together; each costs a round trip.
+func (c *Client) fetch(ctx context.Context, n *node, o Options) {
+	obj := c.conn.Object(n.ref.Bus, n.ref.Path)
+	// Only the registry may be started by asking for it.
+	flags := dbus.FlagNoAutoStart
+	if n.ref == registryRoot {
+		flags = 0
+	}
+	call := func(method string, args ...any) *dbus.Call {
+		return obj.GoWithContext(ctx, method, flags, make(chan *dbus.Call, 1), args...)
+	}
+	top := n.depth < 2 // the desktop and the applications: no place of their own
+	if !top && !o.All {
+		var st []uint32
+		if err := (<-call(getState).Done).Store(&st); err != nil {
+			n.err = err
+			return
+		}
+		n.st, n.ok = states(st), true
+		if !n.st.has(stateShowing) || n.st.has(stateDefunct) {
+			return
+		}
+	}
+	var cs, ce *dbus.Call
+	if !n.ok {
+		cs = call(getState)
+	}
+	cr := call(getRoleName)
+	cn := call(propsGet, ifaceAccessible, "Name")
+	ck := call(getChildren)
+	if !top {
+		ce = call(getExtents, uint32(0))
+	}
+	if cs != nil {
+		var st []uint32
+		if err := (<-cs.Done).Store(&st); err == nil {
+			n.st, n.ok = states(st), true
+		}
+	}
+	if err := (<-cr.Done).Store(&n.role); err != nil {
+		n.err = err
+	}
+	var name dbus.Variant
+	if err := (<-cn.Done).Store(&name); err == nil {
+		s, _ := name.Value().(string)
+		n.name = clean(s)
+	}
+	if err := (<-ck.Done).Store(&n.kidRef); err != nil && n.err == nil {
+		n.err = err
+	}
+	if ce != nil {
+		var e extents
+		if err := (<-ce.Done).Store(&e); err == nil {
+			n.rect = e.rect()
+		}
+	}
+	n.role = clean(n.role)
+	if valueRoles[n.role] && !top {
+		var v string
+		if err := (<-call(getText, int32(0), int32(MaxName)).Done).Store(&v); err == nil {
+			// U+FFFC stands for an embedded object: a select's text is
+			// its popup, whose selected item names the value.
+			n.value = strings.TrimSpace(strings.ReplaceAll(clean(v), "\uFFFC", ""))
+		}
+		if n.value == "" && n.role == "combo box" && len(n.kidRef) > 0 {
+			n.value = c.selected(ctx, n.kidRef[0], flags)
+		}
+	}
+	n.full = n.err == nil || n.role != ""
+}
+
+// selected is the name of the item selected in the list r (a combo
+// box's popup), or "".
+func (c *Client) selected(ctx context.Context, r ref, flags dbus.Flags) string {
+	var item ref
+	if err := c.conn.Object(r.Bus, r.Path).CallWithContext(ctx, getSelected, flags, int32(0)).Store(&item); err != nil || item.Bus != r.Bus {
+		return ""
+	}
+	var name dbus.Variant
+	if err := c.conn.Object(item.Bus, item.Path).CallWithContext(ctx, propsGet, flags, ifaceAccessible, "Name").Store(&name); err != nil {
+		return ""
+	}
+	s, _ := name.Value().(string)
+	return clean(s)
+}
+
+// clean bounds s and makes it valid UTF-8 without control characters
+// (other than newline and tab).
+func clean(s string) string {
+	if len(s) > MaxName {
+		s = s[:MaxName]
+	}
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if strings.IndexFunc(s, func(r rune) bool { return unicode.IsControl(r) && r != '\n' && r != '\t' }) < 0 {
+		return s
+	}
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) && r != '\n' && r != '\t' {
+			return -1
+		}
+		return r
+	}, s)
+}
+
+// list flattens the walked tree, depth first in the applications' order,
+// keeping what o asks for.
+func (c *Client) list(root *node, o Options, snap *Snapshot) []Element {
+	var out []Element
+	var visit func(n *node, depth int)
+	visit = func(n *node, depth int) {
+		if len(out) >= o.MaxNodes {
+			if snap.Truncated == "" {
+				snap.Truncated = "max_nodes"
+			}
+			return
+		}
+		e, ok := c.element(n, o)
+		if ok {
+			e.Depth = depth
+			out = append(out, e)
+			depth++
+		}
+		for _, k := range n.kids {
+			visit(k, depth)
+		}
+	}
+	for _, app := range root.kids {
+		visit(app, 0)
+	}
+	return out
+}
+
+// element is n as listed, and whether o lists it.
+func (c *Client) element(n *node, o Options) (Element, bool) {
+	if !n.full {
+		return Element{}, false
+	}
+	app := n.depth == 1
+	showing := n.st.has(stateShowing) && !n.st.has(stateDefunct)
+	inter := !app && interactive(n.role, n.st)
+	blank := strings.TrimSpace(n.name) == ""
+	switch {
+	case app && o.Interactive:
+		return Element{}, false
+	case !app && !o.All && !showing:
+		return Element{}, false
+	case !app && !o.Screen.Empty() && !n.rect.Overlaps(o.Screen):
+		return Element{}, false
+	case !app && !o.Region.Empty() && !n.rect.Overlaps(o.Region):
+		return Element{}, false
+	case o.Interactive && !inter:
+		return Element{}, false
+	case !o.Full && !inter && blank && (containerRoles[n.role] || n.role == "static"):
+		return Element{}, false
+	}
+	e := Element{ID: c.idOf(n.ref), Role: n.role, Name: n.name, Interactive: inter}
+	if !app {
+		e.Bounds = n.rect
+		e.States = n.st.names(inter)
+		if n.role != "password text" {
+			e.Value = n.value
+		}
+	}
+	return e, true
+}
