@@ -119,6 +119,8 @@ func StartBus(ctx context.Context, sp *proc.Spawner, cfg BusConfig) (*Bus, error
 			"--nofork", "--nopidfile", "--print-address=3",
 		},
 		ExtraFiles: []*os.File{w},
+		// The registry daemon it starts shares its output: it goes too.
+		StopGroup: true,
 	})
 	w.Close() // the child holds its copy
 	if err != nil {

@@ -30,10 +30,12 @@ const (
 	getState        = ifaceAccessible + ".GetState"               // () -> au (two words of state bits)
 	getRoleName     = ifaceAccessible + ".GetRoleName"            // () -> s
 	getChildren     = ifaceAccessible + ".GetChildren"            // () -> a(so)
+	getChildAt      = ifaceAccessible + ".GetChildAtIndex"        // (i index) -> (so)
 	getExtents      = "org.a11y.atspi.Component.GetExtents"       // (u coordType: 0 screen) -> (iiii)
 	getText         = "org.a11y.atspi.Text.GetText"               // (i start, i end) -> s
 	getSelected     = "org.a11y.atspi.Selection.GetSelectedChild" // (i index) -> (so)
 	propsGet        = "org.freedesktop.DBus.Properties.Get"       // (s iface, s name) -> v
+	propsGetAll     = "org.freedesktop.DBus.Properties.GetAll"    // (s iface) -> a{sv}: Name, ChildCount, ...
 )
 
 // maxIDs bounds the ids a Client remembers; past it they start over (an

@@ -46,6 +46,10 @@ type Spec struct {
 	Stdin, Stdout *os.File
 	// StopSignal is sent first by Stop (default SIGTERM).
 	StopSignal syscall.Signal
+	// StopGroup sends StopSignal to the child's whole process group,
+	// for a child whose own children (sharing its output) would
+	// otherwise outlive it until the grace period ends.
+	StopGroup bool
 }
 
 // MinimalEnv is the environment of a child whose Spec names none.
@@ -70,6 +74,8 @@ type Process struct {
 	tail *tailBuffer
 	log  *os.File
 	stop syscall.Signal
+	// group: Stop signals the process group, not the child alone
+	group bool
 	done chan struct{}
 	err  error // set before done is closed
 }
@@ -152,7 +158,7 @@ func (s *Spawner) Start(spec Spec) (*Process, error) {
 		Pdeathsig:  syscall.SIGKILL,
 		Credential: spec.Credential,
 	}
-	p := &Process{Name: spec.Name, cmd: cmd, tail: &tailBuffer{}, stop: spec.StopSignal, done: make(chan struct{})}
+	p := &Process{Name: spec.Name, cmd: cmd, tail: &tailBuffer{}, stop: spec.StopSignal, group: spec.StopGroup, done: make(chan struct{})}
 	if p.stop == 0 {
 		p.stop = syscall.SIGTERM
 	}
@@ -286,7 +292,11 @@ func (p *Process) ExitError() error {
 // live member of its group is left, or ctx ends.
 func (p *Process) Stop(ctx context.Context, grace time.Duration) error {
 	if !p.Exited() {
-		if err := syscall.Kill(p.Pid, p.stop); err != nil && !errors.Is(err, syscall.ESRCH) {
+		pid := p.Pid
+		if p.group {
+			pid = -pid
+		}
+		if err := syscall.Kill(pid, p.stop); err != nil && !errors.Is(err, syscall.ESRCH) {
 			return fmt.Errorf("signal %s: %w", p.Name, err)
 		}
 		t := time.NewTimer(grace)

@@ -96,6 +96,7 @@ func (c *computerEnv) eval(js string, v any) {
 
 type domEvent struct {
 	T       string
+	ID      string // the target's id
 	X, Y    int
 	B, D    int
 	S, C, A bool
