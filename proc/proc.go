@@ -76,8 +76,8 @@ type Process struct {
 	stop syscall.Signal
 	// group: Stop signals the process group, not the child alone
 	group bool
-	done chan struct{}
-	err  error // set before done is closed
+	done  chan struct{}
+	err   error // set before done is closed
 }
 
 // Spawner starts processes from a thread that outlives them.
