@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/cubepod/deskd/a11y"
 	"github.com/cubepod/deskd/desktop"
 	"github.com/cubepod/deskd/internal/testenv"
 	"github.com/cubepod/deskd/panel"
@@ -252,6 +253,15 @@ func TestComputerHostile(t *testing.T) {
 		{hostile{name: "openai: not a list", method: "POST", path: full + "/computer/compat/openai", ctype: js, want: 400}, `{"actions":"click"}`},
 		{hostile{name: "aio: not JSON", method: "POST", path: full + "/computer/compat/aio", ctype: js, want: 400}, `[`},
 		{hostile{name: "aio: wrong type", method: "POST", path: full + "/computer/compat/aio", ctype: js, want: 400}, `{"action_type":5}`},
+		{hostile{name: "a11y: view token, bad flag", method: "GET", path: view + "/computer/a11y?interactive=maybe", want: 400, body: "interactive"}, ""},
+		{hostile{name: "a11y: max_nodes 0", method: "GET", path: view + "/computer/a11y?max_nodes=0", want: 400, body: "max_nodes"}, ""},
+		{hostile{name: "a11y: max_nodes huge", method: "GET", path: full + "/computer/a11y?max_nodes=99999999999999999999", want: 400, body: "max_nodes"}, ""},
+		{hostile{name: "a11y: depth", method: "GET", path: full + "/computer/a11y?max_depth=-1", want: 400, body: "max_depth"}, ""},
+		{hostile{name: "a11y: timeout", method: "GET", path: full + "/computer/a11y?timeout_ms=3600000", want: 400, body: "timeout_ms"}, ""},
+		{hostile{name: "a11y: region", method: "GET", path: full + "/computer/a11y?region=1,2,3", want: 400, body: "region"}, ""},
+		{hostile{name: "a11y: region garbage", method: "GET", path: full + "/computer/a11y?region=" + strings.Repeat("9", 100), want: 400, body: "region"}, ""},
+		{hostile{name: "a11y: format", method: "GET", path: full + "/computer/a11y?format=xml", want: 400, body: "format"}, ""},
+		{hostile{name: "a11y: POST", method: "POST", path: full + "/computer/a11y", ctype: js, want: 405}, "{}"},
 		{hostile{name: "shot: quality", method: "GET", path: full + "/computer/screenshot?quality=0", want: 400, body: "quality"}, ""},
 		{hostile{name: "shot: format", method: "GET", path: full + "/computer/screenshot?format=gif", want: 400, body: "format"}, ""},
 		{hostile{name: "shot: region", method: "GET", path: full + "/computer/screenshot?region=1,2,3", want: 400, body: "region"}, ""},
@@ -377,6 +387,27 @@ func FuzzPanelPath(f *testing.F) {
 		}
 		if !strings.HasPrefix(u.EscapedPath(), "/panel/"+tok+"/") && rec.Code != http.StatusForbidden && rec.Code != http.StatusMovedPermanently {
 			t.Fatalf("GET %q without a token under it: %d", target, rec.Code)
+		}
+	})
+}
+
+// FuzzA11yQuery: a snapshot's options parse or are refused, never panic,
+// and what parses is within the bounds.
+func FuzzA11yQuery(f *testing.F) {
+	for _, q := range []string{"", "interactive=1&max_nodes=5", "region=1,2,3,4&format=text", "max_nodes=0", "timeout_ms=1e9", "all=true&full=0&max_depth=256"} {
+		f.Add(q)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		q, err := url.ParseQuery(raw)
+		if err != nil {
+			return
+		}
+		o, _, err := a11yQuery(q)
+		if err != nil {
+			return
+		}
+		if o.MaxNodes < 0 || o.MaxNodes > a11y.MaxNodes || o.MaxDepth < 0 || o.MaxDepth > a11y.MaxDepth || o.Timeout < 0 || o.Timeout > a11y.MaxTimeout {
+			t.Fatalf("%q parsed out of bounds: %+v", raw, o)
 		}
 	})
 }

@@ -151,7 +151,8 @@ func TestNoSecretServesRoot(t *testing.T) {
 func TestStartRequestBounds(t *testing.T) {
 	h := newServer(t, Config{}).Handler()
 	for _, body := range []string{`{"resolution":"99999x1"}`, `{"resolution":"1024x768x16"}`, `{"bogus":1}`, `{` + strings.Repeat(" ", maxAPIBody) + `}`, `[]`,
-		`{"url":"--renderer-cmd-prefix=/bin/sh"}`, `{"url":"javascript:alert(1)"}`, `{"url":"http://x/\u0000"}`, `{"tab_follow":"off"}`, `{"tab_follow":1}`} {
+		`{"url":"--renderer-cmd-prefix=/bin/sh"}`, `{"url":"javascript:alert(1)"}`, `{"url":"http://x/\u0000"}`, `{"tab_follow":"off"}`, `{"tab_follow":1}`,
+		`{"a11y":"on"}`, `{"a11y":"--no-sandbox"}`, `{"a11y":1}`, `{"a11y":"complete\n"}`} {
 		req := httptest.NewRequest("POST", "/api/desktop/start", strings.NewReader(body))
 		req.Host = "localhost:8080"
 		req.Header.Set("Content-Type", "application/json")
