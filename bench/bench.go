@@ -126,6 +126,7 @@ func scenarios() []scenario {
 		{"terminal", "ttyd (TTYD= or on PATH), and always the floor: a raw PTY read in-process", terminalScenario},
 		{"cdp", "a direct connection to the same Chromium", cdpScenario},
 		{"computer", "xdotool + ImageMagick import spawned per action", computerScenario},
+		{"a11y", "CDP Accessibility.getFullAXTree of the same page (the page alone, no positions)", a11yScenario},
 	}
 }
 

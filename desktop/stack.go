@@ -432,11 +432,20 @@ func (s *Stack) ensure(ctx context.Context) error {
 			Path: s.cfg.DBusDaemonPath, Dir: s.a11yDir(), Credential: s.cfg.Credential,
 			Env: s.displayEnv(xv.Display, s.tzEnv()...), LogPath: s.logPath(A11yBus),
 		})
-		if err != nil {
-			return fail(unsupported(err))
+		switch {
+		case errors.Is(unsupported(err), ErrUnsupported):
+			// Not installed: the desktop runs, with nothing exported.
+			s.log.Warn("no accessibility bus here (install dbus-daemon and at-spi2-core); the browser runs without accessibility", "err", err)
+			s.mu.Lock()
+			s.a11yMode = a11y.Off
+			s.mu.Unlock()
+			mode = a11y.Off
+		case err != nil:
+			return fail(err)
+		default:
+			s.adopt(A11yBus, b.Process, func() { s.bus = b }, hadBus)
+			bus = b
 		}
-		s.adopt(A11yBus, b.Process, func() { s.bus = b }, hadBus)
-		bus = b
 	case mode == a11y.Off && bus != nil:
 		s.stopBus(ctx)
 		bus = nil

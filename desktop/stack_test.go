@@ -317,3 +317,50 @@ func TestStartUnsupported(t *testing.T) {
 		t.Fatalf("err = %v, want ErrUnsupported", err)
 	}
 }
+
+// TestAccessibilityBus: with a mode, the bus starts before Chromium; a bus
+// that died takes a new Chromium with it (the browser looks for the bus
+// at launch only); another mode restarts the browser alone; off stops
+// the bus; a machine without the bus runs the desktop without it.
+func TestAccessibilityBus(t *testing.T) {
+	testenv.LookPath(t, "dbus-daemon")
+	s := newStack(t, func(c *Config) { c.A11y = "complete"; c.RestartBackoff = time.Hour })
+	st, err := s.Start(t.Context(), StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, mode := s.A11y()
+	if st.Status != StatusRunning || st.Pids[A11yBus] == 0 || st.A11y != "complete" || mode != "complete" || !strings.HasPrefix(addr, "unix:path=") {
+		t.Fatalf("after start: %+v (%q %q)", st, addr, mode)
+	}
+	if err := syscall.Kill(st.Pids[A11yBus], syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	after, err := s.Start(t.Context(), StartOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Pids[A11yBus] == st.Pids[A11yBus] || after.Pids[Chromium] == st.Pids[Chromium] || after.Pids[Xvfb] != st.Pids[Xvfb] {
+		t.Fatalf("a dead bus: %v -> %v", st.Pids, after.Pids)
+	}
+	basic, err := s.Start(t.Context(), StartOptions{A11y: "basic"})
+	if err != nil || basic.A11y != "basic" || basic.Pids[A11yBus] != after.Pids[A11yBus] || basic.Pids[Chromium] == after.Pids[Chromium] {
+		t.Fatalf("another mode: %v -> %v, %q (%v)", after.Pids, basic.Pids, basic.A11y, err)
+	}
+	off, err := s.Start(t.Context(), StartOptions{A11y: "off"})
+	if err != nil || off.A11y != "off" || off.Pids[A11yBus] != 0 || proc.PidAlive(basic.Pids[A11yBus]) {
+		t.Fatalf("off: %+v (%v)", off, err)
+	}
+	if addr, _ := s.A11y(); addr != "" {
+		t.Fatalf("off, yet a bus at %q", addr)
+	}
+	if _, err := s.Start(t.Context(), StartOptions{A11y: "loud"}); err == nil {
+		t.Fatal("a bad mode was taken")
+	}
+
+	none := newStack(t, func(c *Config) { c.A11y = "complete"; c.DBusDaemonPath = "/nonexistent/dbus-daemon"; c.WMPath = "" })
+	st, err = none.Start(t.Context(), StartOptions{})
+	if err != nil || st.Status != StatusRunning || st.A11y != "off" {
+		t.Fatalf("without dbus-daemon: %+v (%v)", st, err)
+	}
+}

@@ -18,6 +18,9 @@ need chromium chromium chromium-browser google-chrome-stable google-chrome
 need openbox openbox
 need x264 x264 # H.264 for what moves on the screen (optional: without it deskd sends no H.264)
 need npm npm
+# The accessibility snapshot (optional: without them the browser exports nothing)
+need dbus-daemon dbus-daemon
+[ -e /usr/share/defaults/at-spi2/accessibility.conf ] || missing+=(at-spi2-core)
 [ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || missing+=(fonts-dejavu-core)
 [ -d /usr/share/fonts/truetype/liberation ] || missing+=(fonts-liberation)
 

@@ -126,6 +126,7 @@ ws() { # ws URL [PROTOCOL]: the upgrade's status line
 check "noVNC's WebSocket through the panel (RFB 003.008 follows)" sh -c "curl -s -i -N --max-time 3 --http1.1 -H 'Connection: Upgrade' -H 'Upgrade: websocket' -H 'Sec-WebSocket-Version: 13' -H 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==' -H 'Sec-WebSocket-Protocol: binary' '${base/http/http}/websockify' 2>/dev/null | grep -aq 'RFB 003.008'"
 check "the terminal's WebSocket through the panel" test "$(ws "$base/terminal/ws" tty)" = "HTTP/1.1 101 Switching Protocols"
 check "CDP /json/version through the panel" sh -c "curl -sf '$cdp/json/version' | grep -q webSocketDebuggerUrl"
+check "the accessibility snapshot through the panel lists the address bar" sh -c "curl -sf --max-time 20 '$base/computer/a11y?format=text&interactive=1' | grep -q 'Address and search bar'"
 check "without a token: 403" test "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/vnc.html")" = 403
 
 # ---- attacks from inside, as the GUI user ----
