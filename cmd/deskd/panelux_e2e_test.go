@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -182,6 +183,63 @@ func TestPanelControls(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitDesktopOr(t, pg, `document.getElementById("i").value === "hé€"`, `document.getElementById("i").value + " / " + keys.join(" ")`)
+
+	// An input method (Chinese, Japanese): the composition shows in the
+	// page at the pointer and nothing reaches the desktop until it is
+	// committed; then the text arrives exactly, without the Latin keys
+	// the input method consumed. Through the desktop's own keyboard focus
+	// (what a click on the canvas gives), then through the ⌨ field.
+	cdpDo := func(call func(ctx context.Context, tg *chromedp.Target) error) {
+		t.Helper()
+		if err := chromedp.Do(b.ctx, chromedp.Func(call)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type composition struct {
+		focus, commit string
+		steps         []string
+	}
+	var compositions []composition
+	for _, focus := range []string{`(window.deskd.rfb.focus(), "ok")`, `(document.getElementById("kbdbtn").click(), "ok")`} {
+		compositions = append(compositions,
+			composition{focus, "你好世界", []string{"n", "ni", "nih", "niha", "nihao", "你好", "你好s", "你好shi", "你好shijie", "你好世界"}},
+			composition{focus, "こんにちは", []string{"k", "こ", "こn", "こん", "こんにちは"}})
+	}
+	for _, c := range compositions {
+		desktopEval(t, pg, `(document.getElementById("i").value = "", document.getElementById("i").focus(), true)`)
+		b.eval(t, c.focus)
+		b.waitJS(t, `document.activeElement === document.getElementById("kbd")`)
+		for _, step := range c.steps {
+			n := int64(len([]rune(step)))
+			// What a real input method sends with each key it takes:
+			// keyCode 229, key "Process".
+			for _, typ := range []input.DispatchKeyEventType{input.DispatchKeyEventTypeKeyDown, input.DispatchKeyEventTypeKeyUp} {
+				cdpDo(func(ctx context.Context, tg *chromedp.Target) error {
+					_, err := cdp.Call(ctx, tg, input.DispatchKeyEvent, input.DispatchKeyEventParams{Type: typ, Key: "Process", Code: "KeyN", WindowsVirtualKeyCode: 229, NativeVirtualKeyCode: 229})
+					return err
+				})
+			}
+			cdpDo(func(ctx context.Context, tg *chromedp.Target) error {
+				_, err := cdp.Call(ctx, tg, input.ImeSetComposition, input.ImeSetCompositionParams{Text: step, SelectionStart: n, SelectionEnd: n})
+				return err
+			})
+		}
+		b.waitJS(t, `document.getElementById("kbd").classList.contains("composing")`)
+		if got := desktopEval(t, pg, `document.getElementById("i").value`); got != `""` {
+			t.Fatalf("the composition reached the desktop before its commit: %q", got)
+		}
+		cdpDo(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := cdp.Call(ctx, tg, input.InsertText, input.InsertTextParams{Text: c.commit})
+			return err
+		})
+		waitDesktopOr(t, pg, `document.getElementById("i").value === `+strconv.Quote(c.commit), `document.getElementById("i").value + " / " + keys.join(" ")`)
+		b.waitJS(t, `!document.getElementById("kbd").classList.contains("composing") && document.getElementById("kbd").value === ""`)
+		time.Sleep(300 * time.Millisecond) // stray keys would come after the text: nothing else marks their absence
+		var got string
+		if err := json.Unmarshal([]byte(desktopEval(t, pg, `document.getElementById("i").value`)), &got); err != nil || got != c.commit {
+			t.Fatalf("after the commit of %q the desktop's field holds %q", c.commit, got)
+		}
+	}
 
 	// View only: the toggle stops input; off again, input flows.
 	b.click(t, "#viewonly")

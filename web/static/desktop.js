@@ -113,6 +113,7 @@ function connect() {
   rfb.viewOnly = readOnly;
   rfb.showDotCursor = flag('show_dot', false);
   rfb.focusOnClick = true;
+  textInput(rfb);
   applySettings();
   rfb.addEventListener('connect', () => {
     attempts = 0;
@@ -207,27 +208,85 @@ document.addEventListener('keyup', (e) => {
   if (held.size && !['Control', 'Alt', 'Meta', 'Shift'].includes(e.key)) releaseModifiers();
 }, true);
 
-// ---- on-screen keyboard (phones and tablets) ----
-// A hidden textarea brings up the system keyboard; what it receives is
-// sent as keysyms, and it is emptied again.
-ui.kbdbtn.addEventListener('click', () => {
-  if (readOnly) return;
-  ui.kbd.focus();
-});
-ui.kbd.addEventListener('input', (e) => {
-  if (!rfb || readOnly) { ui.kbd.value = ''; return; }
-  if (e.inputType === 'deleteContentBackward') tap(KeyTable.XK_BackSpace, 'Backspace');
-  else if (e.inputType === 'insertLineBreak') tap(KeyTable.XK_Return, 'Enter');
-  else for (const ch of e.data || '') {
-    if (ch === '\n') tap(KeyTable.XK_Return, 'Enter');
+// ---- text input: IME and the on-screen keyboard ----
+// A canvas cannot hold an input method's composition, so the desktop's
+// keyboard focus is a text field (#kbd) instead: noVNC's key handling
+// listens there (pinned noVNC 1.7.0: its Keyboard's private _target), and
+// keys go out as keysyms as before, each stopped before it reaches the
+// field. What an input method composes (Chinese, Japanese, Korean; a
+// phone's keyboard) is shown in the field, at the pointer, while it is
+// composed; once committed it goes out as text (Unicode keysyms through
+// deskd's spare keycodes, or the clipboard for long text), never as the
+// Latin keys the input method consumed.
+const ime = ui.kbd;
+let composing = false;
+let pointerAt = { x: 16, y: 16 };
+let touched = false; // the last pointer was a finger
+ui.screen.addEventListener('pointermove', (e) => { pointerAt = { x: e.clientX, y: e.clientY }; }, { passive: true });
+ui.screen.addEventListener('pointerdown', (e) => { touched = e.pointerType === 'touch'; pointerAt = { x: e.clientX, y: e.clientY }; }, { passive: true, capture: true });
+function textInput(r) {
+  r._keyboard._target = ime; // grabbed when the connection is up
+  // A click on the desktop gives it the keyboard; a finger does not (it
+  // would bring up a phone's keyboard at every tap: the ⌨ button does).
+  r.focus = (o) => { if (!touched) ime.focus(o); };
+  r.blur = () => ime.blur();
+}
+// Past this many characters, committed text goes through the clipboard.
+const MAX_KEYED = 256;
+function sendText(text) {
+  if (!rfb || readOnly || !text) return;
+  if ([...text].length > MAX_KEYED) {
+    rfb.clipboardPasteFrom(text);
+    rfb.sendKey(KeyTable.XK_Control_L, 'ControlLeft', true);
+    rfb.sendKey(KeyTable.XK_v, 'KeyV');
+    rfb.sendKey(KeyTable.XK_Control_L, 'ControlLeft', false);
+    return;
+  }
+  for (const ch of text) {
+    if (ch === '\n' || ch === '\r') tap(KeyTable.XK_Return, 'Enter');
+    else if (ch === '\t') tap(KeyTable.XK_Tab, 'Tab');
     else tap(keysyms.lookup(ch.codePointAt(0)));
   }
-  ui.kbd.value = '';
+}
+function commit() {
+  const text = ime.value;
+  ime.value = '';
+  sendText(text);
+}
+function showComposition(on) {
+  ime.classList.toggle('composing', on);
+  if (on) {
+    ime.style.left = Math.min(pointerAt.x + 4, window.innerWidth - 40) + 'px';
+    ime.style.top = Math.min(pointerAt.y + 4, window.innerHeight - 40) + 'px';
+  } else {
+    ime.style.width = '';
+  }
+}
+ime.addEventListener('compositionstart', () => { composing = true; showComposition(true); });
+ime.addEventListener('compositionupdate', (e) => { ime.style.width = Math.max(2, [...(e.data || '')].length + 1) + 'em'; });
+ime.addEventListener('compositionend', () => {
+  composing = false;
+  showComposition(false);
+  commit();
 });
-ui.kbd.addEventListener('keydown', (e) => {
-  const special = { Backspace: [KeyTable.XK_BackSpace, 'Backspace'], Enter: [KeyTable.XK_Return, 'Enter'], ...KEYS };
-  const k = special[e.key === 'ArrowLeft' ? 'Left' : e.key === 'ArrowRight' ? 'Right' : e.key === 'ArrowUp' ? 'Up' : e.key === 'ArrowDown' ? 'Down' : e.key];
-  if (k) { e.preventDefault(); tap(...k); }
+ime.addEventListener('input', (e) => {
+  if (composing || e.isComposing) return; // shown, not sent, until committed
+  if (!rfb || readOnly) { ime.value = ''; return; }
+  if (e.inputType === 'deleteContentBackward') { ime.value = ''; tap(KeyTable.XK_BackSpace, 'Backspace'); return; }
+  if (e.inputType === 'insertLineBreak') { ime.value = ''; tap(KeyTable.XK_Return, 'Enter'); return; }
+  commit();
+});
+// Keys an input method takes (keyCode 229, key "Process") are its own:
+// noVNC must neither send them nor cancel them. Seen first, here.
+for (const type of ['keydown', 'keyup']) {
+  document.addEventListener(type, (e) => {
+    if (e.target === ime && (composing || e.isComposing || e.keyCode === 229)) e.stopPropagation();
+  }, true);
+}
+ui.kbdbtn.addEventListener('click', () => {
+  if (readOnly) return;
+  touched = false;
+  ime.focus();
 });
 
 // ---- clipboard: explicit by default; automatic when turned on and the browser allows ----
