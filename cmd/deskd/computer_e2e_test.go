@@ -561,7 +561,7 @@ func TestMCPThroughGateway(t *testing.T) {
 		names[tl.Name] = true
 	}
 	for _, want := range []string{"screenshot", "zoom", "cursor_position", "left_click", "right_click", "double_click", "triple_click",
-		"left_click_drag", "left_mouse_down", "left_mouse_up", "mouse_move", "scroll", "type", "key", "hold_key", "wait", "shell_exec", "browser_cdp_url"} {
+		"left_click_drag", "left_mouse_down", "left_mouse_up", "mouse_move", "scroll", "type", "key", "hold_key", "wait", "shell_exec", "browser_cdp_url", "a11y_snapshot"} {
 		if !names[want] {
 			t.Errorf("tool %s missing from %v", want, names)
 		}
@@ -630,13 +630,28 @@ func TestMCPThroughGateway(t *testing.T) {
 	}
 	for _, tl := range vt.Tools {
 		switch tl.Name {
-		case "screenshot", "zoom", "cursor_position", "wait":
+		case "screenshot", "zoom", "cursor_position", "wait", "a11y_snapshot":
 		default:
 			t.Errorf("a view token lists %s", tl.Name)
 		}
 	}
 	if r := call(view, "screenshot", nil); r.IsError {
 		t.Fatalf("view screenshot: %+v", r)
+	}
+	// The accessibility snapshot, for view tokens too: the browser's own
+	// UI is there, each element with its centre.
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		r := call(view, "a11y_snapshot", map[string]any{"interactive_only": true})
+		text := ""
+		if len(r.Content) > 0 {
+			text = r.Content[0].(*mcp.TextContent).Text
+		}
+		if !r.IsError && strings.Contains(text, `entry "Address and search bar"`) && strings.Contains(text, " @ ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a11y_snapshot: %+v %s", r, text)
+		}
 	}
 	if _, err := view.CallTool(ctx, &mcp.CallToolParams{Name: "left_click", Arguments: map[string]any{"coordinate": []int{1, 1}}}); err == nil {
 		t.Fatal("a view token clicked")
