@@ -33,6 +33,8 @@ const (
 	getChildAt      = ifaceAccessible + ".GetChildAtIndex"        // (i index) -> (so)
 	getExtents      = "org.a11y.atspi.Component.GetExtents"       // (u coordType: 0 screen) -> (iiii)
 	getText         = "org.a11y.atspi.Text.GetText"               // (i start, i end) -> s
+	getCharExtents  = "org.a11y.atspi.Text.GetCharacterExtents"   // (i offset, u coordType) -> i, i, i, i
+	ifaceText       = "org.a11y.atspi.Text"                       // its CaretOffset property: i
 	getSelected     = "org.a11y.atspi.Selection.GetSelectedChild" // (i index) -> (so)
 	propsGet        = "org.freedesktop.DBus.Properties.Get"       // (s iface, s name) -> v
 	propsGetAll     = "org.freedesktop.DBus.Properties.GetAll"    // (s iface) -> a{sv}: Name, ChildCount, ...

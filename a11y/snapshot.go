@@ -59,13 +59,16 @@ const (
 
 // Element is one accessible element.
 type Element struct {
-	ID          string
-	Depth       int // among the elements listed
-	Role        string
-	Name        string
-	Value       string
-	States      []string
-	Bounds      image.Rectangle // screen pixels; empty for applications
+	ID     string
+	Depth  int // among the elements listed
+	Role   string
+	Name   string
+	Value  string
+	States []string
+	Bounds image.Rectangle // screen pixels; empty for applications
+	// Caret is where the text caret is, for the focused editable element
+	// (a 1-pixel-wide rectangle in screen pixels; empty otherwise).
+	Caret       image.Rectangle
 	Interactive bool
 }
 
@@ -93,6 +96,7 @@ type node struct {
 	ok     bool // its state is known
 	full   bool // everything about it is known
 	kidRef []ref
+	caret  image.Rectangle
 	cut    bool // not all its children were taken
 	err    error
 }
@@ -286,6 +290,9 @@ func (c *Client) fetch(ctx context.Context, n *node, o Options) {
 			n.value = c.selected(ctx, n.kidRef[0], flags)
 		}
 	}
+	if !top && n.st.has(stateFocused) && n.st.has(stateEditable) {
+		n.caret = c.caret(ctx, obj, flags, n.rect)
+	}
 	n.full = n.err == nil || n.role != ""
 }
 
@@ -353,6 +360,34 @@ func (c *Client) someChildren(ctx context.Context, obj dbus.BusObject, flags dbu
 		}
 	}
 	return kids, start > 0 || len(kids) < count
+}
+
+// caret is where the text caret of obj is: before the character at the
+// caret offset, after the one before it (at the end of the text), or at
+// the start of the field.
+func (c *Client) caret(ctx context.Context, obj dbus.BusObject, flags dbus.Flags, field image.Rectangle) image.Rectangle {
+	var v dbus.Variant
+	if err := obj.CallWithContext(ctx, propsGet, flags, ifaceText, "CaretOffset").Store(&v); err == nil {
+		off, _ := v.Value().(int32)
+		char := func(i int32) image.Rectangle {
+			var e extents
+			if i < 0 || obj.CallWithContext(ctx, getCharExtents, flags, i, uint32(0)).Store(&e.X, &e.Y, &e.W, &e.H) != nil {
+				return image.Rectangle{}
+			}
+			return e.rect()
+		}
+		if r := char(off); !r.Empty() {
+			return image.Rect(r.Min.X, r.Min.Y, r.Min.X+1, r.Max.Y)
+		}
+		if r := char(off - 1); !r.Empty() {
+			return image.Rect(r.Max.X, r.Min.Y, r.Max.X+1, r.Max.Y)
+		}
+	}
+	if field.Empty() {
+		return image.Rectangle{}
+	}
+	x := field.Min.X + min(4, field.Dx()/2)
+	return image.Rect(x, field.Min.Y, x+1, field.Max.Y)
 }
 
 // selected is the name of the item selected in the list r (a combo
@@ -441,7 +476,7 @@ func (c *Client) element(n *node, o Options) (Element, bool) {
 	}
 	e := Element{ID: c.idOf(n.ref), Role: n.role, Name: n.name, Interactive: inter}
 	if !app {
-		e.Bounds = n.rect
+		e.Bounds, e.Caret = n.rect, n.caret
 		e.States = n.st.names(inter)
 		if n.role != "password text" {
 			e.Value = n.value

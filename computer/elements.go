@@ -32,15 +32,18 @@ type ElementOptions struct {
 // Element is an accessible element in the default screenshot's image
 // space: actions take Center as a coordinate, or ID as an element.
 type Element struct {
-	ID          string   `json:"id"`
-	Depth       int      `json:"depth"`
-	Role        string   `json:"role"`
-	Name        string   `json:"name,omitempty"`
-	Value       string   `json:"value,omitempty"`
-	States      []string `json:"states,omitempty"`
-	Bounds      []int    `json:"bounds,omitempty"` // x, y, width, height
-	Center      []int    `json:"center,omitempty"`
-	Interactive bool     `json:"interactive,omitempty"`
+	ID     string   `json:"id"`
+	Depth  int      `json:"depth"`
+	Role   string   `json:"role"`
+	Name   string   `json:"name,omitempty"`
+	Value  string   `json:"value,omitempty"`
+	States []string `json:"states,omitempty"`
+	Bounds []int    `json:"bounds,omitempty"` // x, y, width, height
+	Center []int    `json:"center,omitempty"`
+	// Caret is where the text caret is in the focused field, x, y,
+	// width, height (an input method's window goes there).
+	Caret       []int `json:"caret,omitempty"`
+	Interactive bool  `json:"interactive,omitempty"`
 }
 
 // ElementList is a snapshot's answer.
@@ -81,6 +84,10 @@ func (c *Computer) Elements(ctx context.Context, o ElementOptions) (*ElementList
 			out.Bounds = []int{p0.X, p0.Y, p1.X - p0.X + 1, p1.Y - p0.Y + 1}
 			m := g.toImage(center(b))
 			out.Center = []int{m.X, m.Y}
+		}
+		if cr := e.Caret.Intersect(o.Screen); !cr.Empty() {
+			p0, p1 := g.toImage(cr.Min), g.toImage(cr.Max.Sub(image.Pt(1, 1)))
+			out.Caret = []int{p0.X, p0.Y, p1.X - p0.X + 1, p1.Y - p0.Y + 1}
 		}
 		l.Elements = append(l.Elements, out)
 	}

@@ -36,7 +36,7 @@ func TestElements(t *testing.T) {
 		snap: &a11y.Snapshot{Visited: 3, Elements: []a11y.Element{
 			{ID: "e1", Role: "application", Name: "Chromium"},
 			{ID: "e2", Depth: 1, Role: "push button", Name: "OK", Bounds: image.Rect(960, 540, 1060, 580), Interactive: true, States: []string{"focused"}},
-			{ID: "e3", Depth: 1, Role: "entry", Name: "Half off", Bounds: image.Rect(1900, 0, 2100, 40), Value: "v"},
+			{ID: "e3", Depth: 1, Role: "entry", Name: "Half off", Bounds: image.Rect(1900, 0, 2100, 40), Value: "v", Caret: image.Rect(1910, 4, 1911, 36)},
 		}},
 		at: map[string]image.Rectangle{"e2": image.Rect(960, 540, 1060, 580), "e9": image.Rect(3000, 0, 3100, 10)},
 	}
@@ -53,8 +53,8 @@ func TestElements(t *testing.T) {
 	if ok.Center[0] != 751 || ok.Center[1] != 416 || ok.Bounds[2] < 73 || ok.Bounds[2] > 75 {
 		t.Fatalf("OK in image space: %+v", ok)
 	}
-	if half := l.Elements[2]; half.Bounds[0]+half.Bounds[2] > 1429 {
-		t.Fatalf("an element half off the screen: %+v", half)
+	if half := l.Elements[2]; half.Bounds[0]+half.Bounds[2] > 1429 || len(half.Caret) != 4 || half.Caret[0] != 1421 || half.Caret[2] != 1 {
+		t.Fatalf("an element half off the screen, its caret: %+v", half)
 	}
 	text := l.Text()
 	if !strings.Contains(text, `  [e2] push button "OK" (focused) @ 751,416`) || !strings.Contains(text, `value="v"`) {

@@ -225,6 +225,21 @@ func TestPanelControls(t *testing.T) {
 			})
 		}
 		b.waitJS(t, `document.getElementById("kbd").classList.contains("composing")`)
+		// The composition sits under the remote caret (from the
+		// accessibility snapshot): inside the remote field, mapped
+		// through the canvas.
+		b.waitJS(t, `document.getElementById("kbd").dataset.at === "caret"`)
+		var field []float64 // the remote field on the desktop's screen: x, y, width, height
+		if err := json.Unmarshal([]byte(desktopEval(t, pg, `(() => { const r = document.getElementById("i").getBoundingClientRect(); const top = window.screenY + window.outerHeight - window.innerHeight; return [r.x + window.screenX, r.y + top, r.width, r.height]; })()`)), &field); err != nil || len(field) != 4 {
+			t.Fatalf("the remote field's place: %v", err)
+		}
+		if got := b.eval(t, fmt.Sprintf(`(() => { const c = document.querySelector("#screen canvas"), b = c.getBoundingClientRect(), k = document.getElementById("kbd");
+			const fx = b.width / c.width, fy = b.height / c.height, x = parseFloat(k.style.left), y = parseFloat(k.style.top);
+			const inX = x >= b.left + %f * fx - 2 && x <= b.left + (%f + %f) * fx + 2, lim = window.innerHeight - 40 /* kept on the page */, inY = y >= Math.min(b.top + %f * fy, lim) && y <= Math.min(b.top + (%f + %f) * fy + 8, lim);
+			return inX && inY ? "ok" : "composition at " + x + "," + y + " in a canvas at " + b.left + "," + b.top + " scaled " + fx; })()`,
+			field[0], field[0], field[2], field[1], field[1], field[3])); got != "ok" {
+			t.Fatalf("the composition is not at the remote field %v: %s", field, got)
+		}
 		if got := desktopEval(t, pg, `document.getElementById("i").value`); got != `""` {
 			t.Fatalf("the composition reached the desktop before its commit: %q", got)
 		}

@@ -253,16 +253,49 @@ function commit() {
   ime.value = '';
   sendText(text);
 }
+function placeComposition(x, y, at) {
+  ime.style.left = Math.max(0, Math.min(x, window.innerWidth - 40)) + 'px';
+  ime.style.top = Math.max(0, Math.min(y, window.innerHeight - 40)) + 'px';
+  ime.dataset.at = at;
+}
 function showComposition(on) {
   ime.classList.toggle('composing', on);
-  if (on) {
-    ime.style.left = Math.min(pointerAt.x + 4, window.innerWidth - 40) + 'px';
-    ime.style.top = Math.min(pointerAt.y + 4, window.innerHeight - 40) + 'px';
-  } else {
-    ime.style.width = '';
-  }
+  if (on) placeComposition(pointerAt.x + 4, pointerAt.y + 4, 'pointer');
+  else ime.style.width = '';
 }
-ime.addEventListener('compositionstart', () => { composing = true; showComposition(true); });
+// Where the desktop's text caret is, in page pixels, from the
+// accessibility snapshot (the focused field's caret); null when the
+// desktop cannot say (no accessibility, no field focused).
+let caretAsked = null;
+function remoteCaret() {
+  if (caretAsked) return caretAsked;
+  caretAsked = (async () => {
+    try {
+      const r = await fetch('computer/a11y?interactive=1&max_nodes=2000&timeout_ms=1500', { cache: 'no-store' });
+      if (!r.ok) return null;
+      const l = await r.json();
+      const e = (l.elements || []).find((x) => x.caret);
+      const canvas = ui.screen.querySelector('canvas');
+      if (!e || !canvas || !canvas.width) return null;
+      const b = canvas.getBoundingClientRect();
+      const s = (l.geometry && l.geometry.scale) || 1; // snapshot pixels per screen pixel
+      const [x, y, , h] = e.caret;
+      return { x: b.left + (x / s) * (b.width / canvas.width), y: b.top + ((y + h) / s) * (b.height / canvas.height) };
+    } catch {
+      return null;
+    } finally {
+      caretAsked = null;
+    }
+  })();
+  return caretAsked;
+}
+ime.addEventListener('compositionstart', () => {
+  composing = true;
+  showComposition(true);
+  // Under the remote caret once known: the input method's own window
+  // follows the field.
+  remoteCaret().then((p) => { if (p && composing) placeComposition(p.x, p.y + 2, 'caret'); });
+});
 ime.addEventListener('compositionupdate', (e) => { ime.style.width = Math.max(2, [...(e.data || '')].length + 1) + 'em'; });
 ime.addEventListener('compositionend', () => {
   composing = false;
