@@ -48,6 +48,21 @@ type Config struct {
 	WriteTimeout time.Duration // one message to a viewer (default 30 s)
 	MaxSessions  int           // default 16
 	MaxViewers   int           // per session, default 16
+
+	// Record, when set, starts a recording of a session (its id and
+	// size); nil from it records nothing. It is asked for each new
+	// session while recording is on (SetRecording), and for the
+	// sessions running when it is switched on.
+	Record func(id string, size Size) Recording
+}
+
+// Recording receives what a session does (record.Cast is one). Its
+// methods must not block for long and never fail the session.
+type Recording interface {
+	Output(p []byte)
+	Input(p []byte)
+	Resize(cols, rows int)
+	Close() error
 }
 
 // Manager owns the sessions. Its methods are safe for concurrent use.
@@ -55,9 +70,10 @@ type Manager struct {
 	cfg Config
 	log *slog.Logger
 
-	mu       sync.Mutex
-	sessions map[string]*Session
-	closed   bool
+	mu        sync.Mutex
+	sessions  map[string]*Session
+	closed    bool
+	recording bool
 
 	quit chan struct{}
 	wg   sync.WaitGroup
@@ -195,6 +211,29 @@ func (m *Manager) reap() {
 	}
 }
 
+// SetRecording switches recording of the sessions on (those running and
+// those to come) or off (finishing the recordings).
+func (m *Manager) SetRecording(on bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.recording = on && m.cfg.Record != nil
+	for _, s := range m.sessions {
+		switch {
+		case m.recording && s.recording() == nil:
+			s.setRecording(m.cfg.Record(s.ID, s.lastSize()))
+		case !m.recording:
+			s.setRecording(nil)
+		}
+	}
+}
+
+// Recording reports whether sessions are recorded.
+func (m *Manager) Recording() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.recording
+}
+
 // ErrNoSession is what a viewer that may not start a session gets when
 // the session it names does not exist.
 var ErrNoSession = &ErrProtocol{Code: ClosePolicy, Reason: "no such terminal session (a view-only viewer may not start one)"}
@@ -227,6 +266,9 @@ func (m *Manager) session(id string, size Size, noCreate bool) (s *Session, crea
 		return nil, false, err
 	}
 	m.sessions[s.ID] = s
+	if m.recording && m.cfg.Record != nil {
+		s.setRecording(m.cfg.Record(s.ID, size))
+	}
 	m.log.Info("terminal session started", "session", s.ID, "pid", s.cmd.Process.Pid, "size", fmt.Sprintf("%dx%d", size.Columns, size.Rows))
 	return s, true, nil
 }

@@ -37,6 +37,8 @@ type Session struct {
 	exitErr  error
 	lastSeen time.Time     // last time a viewer was attached
 	progress chan struct{} // a viewer sent output or left (wakes the reader)
+	size     Size          // the PTY's size as last set
+	rec      Recording     // nil: not recorded
 
 	done chan struct{} // closed when the shell and the reader are gone
 }
@@ -80,7 +82,7 @@ func (m *Manager) start(size Size) (*Session, error) {
 	}
 	s := &Session{
 		ID: newID(), Created: time.Now(), m: m, ptmx: ptmx, cmd: cmd,
-		ring: newRing(c.Scrollback), viewers: map[*viewer]struct{}{}, lastSeen: time.Now(),
+		ring: newRing(c.Scrollback), viewers: map[*viewer]struct{}{}, lastSeen: time.Now(), size: size,
 		progress: make(chan struct{}, 1), done: make(chan struct{}),
 	}
 	readerDone := make(chan struct{})
@@ -103,6 +105,9 @@ func (s *Session) readPTY() {
 	for {
 		n, err := s.ptmx.Read(buf)
 		if n > 0 {
+			if r := s.recording(); r != nil {
+				r.Output(buf[:n])
+			}
 			s.publish(buf[:n])
 		}
 		if err != nil {
@@ -182,6 +187,7 @@ func (s *Session) wait(readerDone <-chan struct{}) {
 	t.Stop()
 	s.ptmx.Close()
 	<-readerDone
+	s.setRecording(nil) // everything it showed is in
 	s.mu.Lock()
 	s.ended, s.exitErr = true, err
 	for v := range s.viewers {
@@ -217,14 +223,50 @@ func (s *Session) hangup(grace time.Duration) {
 }
 
 func (s *Session) resize(sz Size) error {
+	s.mu.Lock()
+	changed := s.size != sz
+	s.size = sz
+	r := s.rec
+	s.mu.Unlock()
+	if r != nil && changed {
+		r.Resize(sz.Columns, sz.Rows)
+	}
 	return setSize(s.ptmx, sz)
 }
 
 // write sends input to the shell. It never waits on output, so Ctrl-C
 // gets through while output is flooding.
 func (s *Session) write(p []byte) error {
+	if r := s.recording(); r != nil {
+		r.Input(p)
+	}
 	_, err := s.ptmx.Write(p)
 	return err
+}
+
+// recording is the session's recording, or nil.
+func (s *Session) recording() Recording {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rec
+}
+
+// setRecording replaces the session's recording (nil: none), finishing
+// the one it had.
+func (s *Session) setRecording(r Recording) {
+	s.mu.Lock()
+	old := s.rec
+	s.rec = r
+	s.mu.Unlock()
+	if old != nil {
+		old.Close()
+	}
+}
+
+func (s *Session) lastSize() Size {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.size
 }
 
 // attach adds a viewer positioned for a replay of the scrollback.

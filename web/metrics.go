@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cubepod/deskd/desktop"
+	"github.com/cubepod/deskd/record"
 	"github.com/cubepod/deskd/term"
 )
 
@@ -23,6 +24,8 @@ type metrics struct {
 	sessions *sessions
 	terminal *term.Manager
 	start    time.Time
+	// recordings, when set, adds the recordings' series
+	recordings *record.Store
 
 	activationsOK, activationsErr, activationsUnsupported atomic.Uint64
 }
@@ -97,6 +100,14 @@ func (m *metrics) appendText(b []byte) []byte {
 	}
 	b = family(b, "cubepod_terminal_sessions", "gauge", "Terminal sessions alive (a session outlives its viewers until it is reaped).")
 	b = sample(b, "cubepod_terminal_sessions", "", float64(n))
+	if rs := m.recordings; rs != nil {
+		b = family(b, "cubepod_recordings_active", "gauge", "Recordings being written.")
+		b = sample(b, "cubepod_recordings_active", "", float64(rs.Active()))
+		b = family(b, "cubepod_recording_written_bytes_total", "counter", "Bytes written to recordings.")
+		b = sample(b, "cubepod_recording_written_bytes_total", "", float64(rs.Written()))
+		b = family(b, "cubepod_recordings_bytes", "gauge", "Space the recordings take (bounded by --record-max-mib).")
+		b = sample(b, "cubepod_recordings_bytes", "", float64(rs.Bytes()))
+	}
 
 	// Go runtime.
 	var ms runtime.MemStats

@@ -26,6 +26,7 @@ import (
 	"github.com/cubepod/deskd/desktop"
 	"github.com/cubepod/deskd/panel"
 	"github.com/cubepod/deskd/proxy"
+	"github.com/cubepod/deskd/record"
 	"github.com/cubepod/deskd/term"
 	"github.com/cubepod/deskd/x11"
 )
@@ -83,6 +84,13 @@ type Config struct {
 	// TabFollow brings the tab an agent acts on to the front (a start
 	// request may switch it).
 	TabFollow bool
+	// Recordings, when set, is where recordings go (record/ routes);
+	// TerminalRecorder records terminal sessions there (Terminal's
+	// Config.Record uses it). RecordView lets view tokens list and
+	// download recordings.
+	Recordings       *record.Store
+	TerminalRecorder *record.Terminals
+	RecordView       bool
 	// Proxy is the browser's way out (a start request may change it,
 	// which restarts Chromium alone); nil: no upstream proxy support.
 	Proxy *proxy.Switch
@@ -134,6 +142,7 @@ func New(cfg Config) *Server {
 	s := &Server{cfg: cfg, log: cfg.Logger, sessions: newSessions(cfg.SessionIdle), idle: newIdleMemory(2 * time.Second), shots: newShotGate()}
 	s.base, s.cancel = context.WithCancel(context.Background())
 	s.metrics = newMetrics(cfg.Stack, s.sessions, cfg.Terminal)
+	s.metrics.recordings = cfg.Recordings
 	s.follow = s.newFollower()
 	s.elems.s = s
 	mux := s.routes()
@@ -209,6 +218,9 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /cdp/{$}", s.requireFull(s.cdpBrowser))
 	mux.HandleFunc("GET /cdp/devtools/", s.requireFull(s.cdpDevtools))
 	s.computerRoutes(mux)
+	if s.cfg.Recordings != nil {
+		s.recordRoutes(mux)
+	}
 	mcpH := s.mcpHandler()
 	for _, m := range []string{"POST", "GET", "DELETE"} { // stateless: GET and DELETE answer 405
 		mux.Handle(m+" /mcp", mcpH)

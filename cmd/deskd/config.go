@@ -75,6 +75,12 @@ type Config struct {
 	OneCore              bool
 	TabFollow            bool
 	A11y                 string
+	Record               string // "" or "terminal": record from every start
+	RecordDir            string
+	RecordMaxMiB         int64
+	RecordMaxAge         time.Duration
+	RecordInput          bool
+	RecordView           bool
 	H264                 string // "auto" or "off"
 	X264                 string
 	StopDaemon           bool // stop --daemon
@@ -181,6 +187,20 @@ func ParseFlags(cmd string, args []string, stderr io.Writer) (*Config, error) {
 	}
 	fs.Int64Var(&c.MaxUploadMiB, "max-upload-mib", maxUp, "largest file the files API accepts, in MiB (env DESKD_MAX_UPLOAD_MIB)")
 	fs.BoolVar(&c.TabFollow, "tab-follow", envBool("tab-follow", "true"), "bring the browser tab an agent acts on over CDP to the front, so the desktop shows it (not while a person uses the desktop); a start request's \"tab_follow\" switches it (env DESKD_TAB_FOLLOW)")
+	str(&c.Record, "record", "", `record from the start: "terminal" (every terminal session, asciicast v2); "" records only what POST record/start asks for`)
+	str(&c.RecordDir, "record-dir", "", "where recordings go (default RUN_DIR/recordings)")
+	recMax, err := strconv.ParseInt(env("record-max-mib", "1024"), 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", envName("record-max-mib"), err)
+	}
+	fs.Int64Var(&c.RecordMaxMiB, "record-max-mib", recMax, "space all recordings together may take, in MiB: the oldest finished ones are dropped first, and a recording that finds none stops (env DESKD_RECORD_MAX_MIB)")
+	recAge, err := time.ParseDuration(env("record-max-age", "168h"))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", envName("record-max-age"), err)
+	}
+	fs.DurationVar(&c.RecordMaxAge, "record-max-age", recAge, "finished recordings older than this are dropped (env DESKD_RECORD_MAX_AGE)")
+	fs.BoolVar(&c.RecordInput, "record-input", envBool("record-input", "false"), "terminal recordings take keystrokes too (keys can be passwords) (env DESKD_RECORD_INPUT)")
+	fs.BoolVar(&c.RecordView, "record-view", envBool("record-view", "false"), "view tokens may list and download recordings (env DESKD_RECORD_VIEW)")
 	fs.BoolVar(&c.OneCore, "one-core", envBool("one-core", "true"), "run deskd's ordinary work on one scheduler thread (fewer thread wake-ups a frame); big encodes still use every core while they run; false: every core always; a GOMAXPROCS in the environment wins (env DESKD_ONE_CORE)")
 	str(&c.H264, "h264", "auto", `H.264 (RFB encoding 50) for the part of the screen that keeps moving, to viewers that take it: "auto" (when x264 is installed) or "off"`)
 	str(&c.X264, "x264", "x264", "the x264 binary H.264 is encoded with (a child process, started when video is first sent)")
@@ -353,6 +373,15 @@ func (c *Config) validate() error {
 	if err := a11y.CheckMode(c.A11y); err != nil {
 		return fmt.Errorf("--a11y: %w", err)
 	}
+	if c.Record != "" && c.Record != "terminal" {
+		return fmt.Errorf("--record %.40q: want terminal or nothing", c.Record)
+	}
+	if c.RecordMaxMiB < 1 || c.RecordMaxMiB > 1<<30 {
+		return fmt.Errorf("--record-max-mib %d: want 1 or more", c.RecordMaxMiB)
+	}
+	if c.RecordMaxAge < time.Minute {
+		return fmt.Errorf("--record-max-age %v: want a minute or more", c.RecordMaxAge)
+	}
 	if err := cdp.CheckTimezone(c.Timezone); err != nil {
 		return fmt.Errorf("--timezone: %w", err)
 	}
@@ -509,6 +538,8 @@ func (c *Config) serveArgs() []string {
 		"--display=" + strconv.Itoa(c.Display), "--locale=" + c.Locale, "--timezone=" + c.Timezone, "--home=" + c.Home,
 		"--max-upload-mib=" + strconv.FormatInt(c.MaxUploadMiB, 10), "--one-core=" + strconv.FormatBool(c.OneCore),
 		"--h264=" + c.H264, "--x264=" + c.X264, "--tab-follow=" + strconv.FormatBool(c.TabFollow), "--a11y=" + c.A11y,
+		"--record=" + c.Record, "--record-dir=" + c.RecordDir, "--record-max-mib=" + strconv.FormatInt(c.RecordMaxMiB, 10),
+		"--record-max-age=" + c.RecordMaxAge.String(), "--record-input=" + strconv.FormatBool(c.RecordInput), "--record-view=" + strconv.FormatBool(c.RecordView),
 		"--proxy=" + c.Proxy, "--proxy-bypass=" + c.ProxyBypass,
 	}
 	return args

@@ -22,6 +22,7 @@ import (
 	"github.com/cubepod/deskd/desktop"
 	"github.com/cubepod/deskd/proc"
 	"github.com/cubepod/deskd/proxy"
+	"github.com/cubepod/deskd/record"
 	"github.com/cubepod/deskd/term"
 	"github.com/cubepod/deskd/web"
 	"github.com/cubepod/deskd/x11"
@@ -53,6 +54,7 @@ type Daemon struct {
 	sp              *proc.Spawner
 	stack           *desktop.Stack
 	term            *term.Manager
+	recs            *record.Store
 	web             *web.Server
 	cores           *cores.Cores  // nil: the runtime's own GOMAXPROCS
 	proxy           *proxy.Switch // the browser's way out
@@ -165,7 +167,20 @@ func NewDaemon(cfg *Config, stderr io.Writer) (*Daemon, error) {
 		ChromiumFlags: d.proxy.ChromiumFlags, A11y: cfg.A11y,
 	}, d.sp)
 	stack := d.stack
+	// Recordings, in a directory of the GUI user's (made after the drop).
+	d.recs, err = record.Open(cmp.Or(cfg.RecordDir, filepath.Join(cfg.RunDir, "recordings")), cfg.RecordMaxMiB<<20, cfg.RecordMaxAge, d.log.With("part", "record"))
+	if err != nil {
+		return nil, err
+	}
+	termRec := &record.Terminals{Store: d.recs}
+	termRec.Input.Store(cfg.RecordInput)
 	d.term, err = term.NewManager(term.Config{
+		Record: func(id string, size term.Size) term.Recording {
+			if c := termRec.Start(id, size.Columns, size.Rows); c != nil {
+				return c
+			}
+			return nil // not a nil *Cast in the interface
+		},
 		Shell: acct.shell, Home: home, User: acct.name, Credential: cred, Spawner: d.sp,
 		Logger: d.log.With("part", "term"), IdleTimeout: cfg.TermIdle,
 		EnvFunc: func() []string { // shells can open windows on the desktop once it runs
@@ -191,8 +206,12 @@ func NewDaemon(cfg *Config, stderr io.Writer) (*Daemon, error) {
 		SandboxID: cfg.SandboxID, HTTPPort: port, BaseURL: "http://" + d.tcp.Addr().String(), AllowOrigins: splitList(cfg.AllowOrigin),
 		AllowHosts: splitList(cfg.AllowHost), CDPPing: cfg.CDPPing, WSPing: cfg.WSPing, VNCPassword: cfg.VNCPassword,
 		MaxViewers: cfg.MaxViewers, FilesRoot: home, FilesOwner: cred, MaxUpload: cfg.MaxUploadMiB << 20,
+		Recordings: d.recs, TerminalRecorder: termRec, RecordView: cfg.RecordView,
 		Cores: d.cores, TabFollow: cfg.TabFollow, Proxy: d.proxy, Video: videoEncoders(cfg, d.sp, cred, d.log), FilesDeny: absPaths(cmp.Or(cfg.ProfileDir, filepath.Join(cfg.RunDir, "chromium-profile")), cfg.RunDir, cfg.PanelSecretFile, cfg.VNCPasswordFile, cfg.ProxyCredentialsFile),
 	})
+	if cfg.Record == "terminal" {
+		d.term.SetRecording(true)
+	}
 	ok = true
 	return d, nil
 }
@@ -329,6 +348,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	wg.Wait()
 	d.web.Close()  // WebSockets: close 1001 and wait for their handlers
 	d.term.Close() // hang up the shells
+	d.recs.Close()
 	d.stack.Close(sctx)
 	d.proxy.Close()
 	d.sp.Close()

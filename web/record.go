@@ -1,0 +1,142 @@
+package web
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+	"strconv"
+
+	"github.com/cubepod/deskd/record"
+)
+
+// Recording routes (under the panel; full tokens, and view tokens may
+// list and download when Config.RecordView says so):
+//
+//	GET    record/          the recordings, newest first, and what is being recorded
+//	GET    record/{id}      download one (asciicast v2 for a terminal)
+//	DELETE record/{id}      delete a finished one
+//	POST   record/start     {"terminal": true, "input": false}: record terminal sessions (running and new)
+//	POST   record/stop      {"terminal": true}: finish those recordings
+
+func (s *Server) recordRoutes(mux *http.ServeMux) {
+	look := s.requireFull
+	if s.cfg.RecordView {
+		look = func(h http.HandlerFunc) http.HandlerFunc { return h }
+	}
+	mux.HandleFunc("GET /record/{$}", look(s.recordList))
+	mux.HandleFunc("GET /record/{id}", look(s.recordGet))
+	mux.HandleFunc("DELETE /record/{id}", s.requireFull(s.recordDelete))
+	mux.HandleFunc("POST /record/start", s.requireFull(requireJSON(s.recordSwitch(true))))
+	mux.HandleFunc("POST /record/stop", s.requireFull(requireJSON(s.recordSwitch(false))))
+}
+
+// recordState is what is being recorded.
+type recordState struct {
+	Terminal      bool  `json:"terminal"`
+	TerminalInput bool  `json:"terminal_input"`
+	Bytes         int64 `json:"bytes"` // the recordings' space in use
+}
+
+func (s *Server) recordState() recordState {
+	st := recordState{Bytes: s.cfg.Recordings.Bytes()}
+	if s.cfg.Terminal != nil {
+		st.Terminal = s.cfg.Terminal.Recording()
+	}
+	if s.cfg.TerminalRecorder != nil {
+		st.TerminalInput = s.cfg.TerminalRecorder.Input.Load()
+	}
+	return st
+}
+
+func (s *Server) recordList(w http.ResponseWriter, r *http.Request) {
+	list, err := s.cfg.Recordings.List()
+	if err != nil {
+		apiError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	if list == nil {
+		list = []record.Info{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"recordings": list, "recording": s.recordState()})
+}
+
+func (s *Server) recordGet(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	f, info, err := s.cfg.Recordings.Get(id)
+	switch {
+	case errors.Is(err, record.ErrNotFound):
+		apiError(w, http.StatusNotFound, err.Error())
+		return
+	case err != nil:
+		apiError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	defer f.Close()
+	h := w.Header()
+	h.Set("Content-Type", "application/x-asciicast")
+	h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": id + ".cast"}))
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	if !info.Active { // a recording in progress grows while it is read
+		h.Set("Content-Length", strconv.FormatInt(info.Size, 10))
+		io.CopyN(w, f, info.Size)
+		return
+	}
+	io.Copy(w, f)
+}
+
+func (s *Server) recordDelete(w http.ResponseWriter, r *http.Request) {
+	switch err := s.cfg.Recordings.Remove(r.PathValue("id")); {
+	case err == nil:
+		writeJSON(w, http.StatusOK, map[string]string{"deleted": r.PathValue("id")})
+	case errors.Is(err, record.ErrNotFound):
+		apiError(w, http.StatusNotFound, err.Error())
+	case errors.Is(err, record.ErrActive):
+		apiError(w, http.StatusConflict, err.Error())
+	default:
+		apiError(w, http.StatusBadRequest, err.Error())
+	}
+}
+
+// recordRequest switches recordings; absent fields change nothing.
+type recordRequest struct {
+	Terminal *bool `json:"terminal,omitempty"`
+	Input    *bool `json:"input,omitempty"` // terminal keystrokes (start only)
+}
+
+func (s *Server) recordSwitch(on bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var req recordRequest
+		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxAPIBody))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil && !errors.Is(err, io.EOF) {
+			apiError(w, http.StatusBadRequest, "bad record request: "+err.Error())
+			return
+		}
+		if req.Terminal == nil {
+			apiError(w, http.StatusBadRequest, `bad record request: say what to record: {"terminal": true}`)
+			return
+		}
+		if req.Input != nil && !on {
+			apiError(w, http.StatusBadRequest, "bad record request: input is set when starting")
+			return
+		}
+		if *req.Terminal {
+			if s.cfg.Terminal == nil || s.cfg.TerminalRecorder == nil {
+				apiError(w, http.StatusConflict, "this deskd has no terminal to record")
+				return
+			}
+			if req.Input != nil {
+				if s.cfg.Terminal.Recording() && s.cfg.TerminalRecorder.Input.Load() != *req.Input {
+					// Recordings in progress keep their setting: finish them.
+					s.cfg.Terminal.SetRecording(false)
+				}
+				s.cfg.TerminalRecorder.Input.Store(*req.Input)
+			}
+			s.cfg.Terminal.SetRecording(on)
+		}
+		writeJSON(w, http.StatusOK, s.recordState())
+	}
+}
