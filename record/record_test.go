@@ -5,16 +5,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/creack/pty"
+	"github.com/cubepod/deskd/internal/testenv"
 )
 
 func TestCheckID(t *testing.T) {
@@ -123,34 +121,9 @@ func TestCast(t *testing.T) {
 	if strings.Contains(string(b), `\u003c`) {
 		t.Fatal("HTML escaping in the events")
 	}
-	if out := asciinema(t, "cat", rf.Name()); !strings.Contains(out, "price € ok") {
+	if out := testenv.Asciinema(t, "cat", rf.Name()); !strings.Contains(out, "price € ok") {
 		t.Fatalf("asciinema cat: %q", out)
 	}
-}
-
-// asciinema runs Debian's asciinema on a terminal of its own (it opens
-// /dev/tty) and returns what it printed.
-func asciinema(t *testing.T, args ...string) string {
-	t.Helper()
-	path, err := exec.LookPath("asciinema")
-	if err != nil {
-		if os.Getenv("DESKD_REQUIRE_ALL") == "1" {
-			t.Fatal("asciinema is not installed")
-		}
-		t.Skip("asciinema is not installed")
-	}
-	cmd := exec.Command(path, args...)
-	ptmx, err := pty.Start(cmd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ptmx.Close()
-	var out bytes.Buffer
-	io.Copy(&out, ptmx) // until the child is gone (EIO)
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("asciinema %v: %v: %q", args, err, out.String())
-	}
-	return out.String()
 }
 
 func TestStoreBounds(t *testing.T) {

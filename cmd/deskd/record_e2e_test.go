@@ -1,0 +1,219 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/cubepod/deskd/internal/testenv"
+	"github.com/cubepod/deskd/panel"
+	"github.com/cubepod/deskd/record"
+)
+
+// termSession opens a terminal session on base and returns a function
+// that types a line and one that waits for text in the output.
+func termSession(t *testing.T, base string) (typ func(string), wait func(string), resize func(cols, rows int), conn *websocket.Conn) {
+	t.Helper()
+	ctx := t.Context()
+	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(base, "http")+"/terminal/ws", &websocket.DialOptions{Subprotocols: []string{"tty"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.CloseNow() })
+	c.Write(ctx, websocket.MessageBinary, []byte(`{"columns":80,"rows":24}`))
+	var got bytes.Buffer
+	typ = func(s string) { c.Write(ctx, websocket.MessageBinary, []byte("0"+s)) }
+	resize = func(cols, rows int) {
+		b, _ := json.Marshal(map[string]int{"columns": cols, "rows": rows})
+		c.Write(ctx, websocket.MessageBinary, append([]byte("1"), b...))
+	}
+	wait = func(want string) {
+		t.Helper()
+		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		for !strings.Contains(got.String(), want) {
+			_, b, err := c.Read(wctx)
+			if err != nil {
+				t.Fatalf("terminal: %v waiting for %q (output %q)", err, want, got.String())
+			}
+			if len(b) > 0 && b[0] == '0' {
+				got.Write(b[1:])
+			}
+		}
+	}
+	return typ, wait, resize, c
+}
+
+func apiDo(t *testing.T, method, u, body string) (int, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest(method, u, strings.NewReader(body))
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+type recList struct {
+	Recordings []record.Info `json:"recordings"`
+	Recording  struct {
+		Terminal bool `json:"terminal"`
+	} `json:"recording"`
+}
+
+func recordings(t *testing.T, base string) recList {
+	t.Helper()
+	code, b := apiDo(t, "GET", base+"/record/", "")
+	var l recList
+	if code != 200 || json.Unmarshal(b, &l) != nil {
+		t.Fatalf("record/: %d %s", code, b)
+	}
+	return l
+}
+
+// TestTerminalRecording: a terminal session recorded through the API
+// plays in asciinema with the session's output (Unicode, a resize), keeps
+// no keystrokes unless asked, is listed, downloaded and deleted through
+// the panel; view tokens see none of it; hostile ids are refused; a
+// daemon killed mid-recording leaves a file that plays up to its last
+// write.
+func TestTerminalRecording(t *testing.T) {
+	e := newInstall(t)
+	deskd := serveDeskd(t, e)
+	mint := func(scope panel.Scope) string {
+		tok, err := panel.Mint([]byte(e2eKey), panel.Claims{SID: "sb1", Port: deskdPort(deskd), Exp: time.Now().Add(time.Hour).Unix(), Scope: scope})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return deskd.String() + "/panel/" + tok
+	}
+	full, view := mint(panel.ScopeFull), mint(panel.ScopeView)
+	if code, b := apiDo(t, "POST", full+"/record/start", `{"terminal":true}`); code != 200 || !strings.Contains(string(b), `"terminal":true`) {
+		t.Fatalf("record/start: %d %s", code, b)
+	}
+	typ, wait, resize, conn := termSession(t, full)
+	typ("echo beta-$((6*7)); printf '\\346\\227\\245\\346\\234\\254 ok\\n'\r")
+	wait("日本 ok")
+	resize(100, 30)
+	typ("tput cols\r")
+	wait("100")
+	l := recordings(t, full)
+	if len(l.Recordings) != 1 || !l.Recordings[0].Active || l.Recordings[0].Kind != "terminal" || !l.Recording.Terminal {
+		t.Fatalf("recordings while recording: %+v", l)
+	}
+	id := l.Recordings[0].ID
+	if code, _ := apiDo(t, "DELETE", full+"/record/"+id, ""); code != http.StatusConflict {
+		t.Fatalf("delete of an active recording: %d", code)
+	}
+	typ("exit\r")
+	conn.Read(t.Context()) // the session ends; the recording with it
+	for deadline := time.Now().Add(10 * time.Second); recordings(t, full).Recordings[0].Active; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the recording is still active after the session ended")
+		}
+	}
+	code, cast := apiDo(t, "GET", full+"/record/"+id, "")
+	if code != 200 {
+		t.Fatalf("download: %d %s", code, cast)
+	}
+	file := filepath.Join(testenv.TempDir(t), id+".cast")
+	os.WriteFile(file, cast, 0o600)
+	out := testenv.Asciinema(t, "cat", file)
+	for _, want := range []string{"beta-42", "日本 ok", "100"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("asciinema cat lacks %q: %q", want, out)
+		}
+	}
+	if !bytes.Contains(cast, []byte(`"r", "100x30"`)) || bytes.Contains(cast, []byte(`, "i", `)) {
+		t.Fatalf("the cast: resize missing or keystrokes recorded unasked:\n%s", cast)
+	}
+
+	// View tokens: nothing, by default.
+	if code, _ := apiDo(t, "GET", view+"/record/", ""); code != http.StatusForbidden {
+		t.Fatalf("a view token listed recordings: %d", code)
+	}
+	if code, _ := apiDo(t, "GET", view+"/record/"+id, ""); code != http.StatusForbidden {
+		t.Fatalf("a view token downloaded a recording: %d", code)
+	}
+	// Hostile ids and requests.
+	for _, c := range []struct {
+		method, path, body string
+		want               int
+	}{
+		{"GET", "/record/..%2F..%2Fdeskd.log", "", 403}, // the panel refuses an escaped traversal
+		{"GET", "/record/terminal-20261207T120000Z-0a1b2c3d", "", 404},
+		{"GET", "/record/" + strings.Repeat("x", 5000), "", 400},
+		{"DELETE", "/record/..%2Fxauthority", "", 403},
+		{"DELETE", "/record/terminal-..-x", "", 400},
+		{"POST", "/record/start", `{"desktop":true}`, 400},
+		{"POST", "/record/start", `{}`, 400},
+		{"POST", "/record/stop", `{"terminal":true,"input":true}`, 400},
+	} {
+		if code, b := apiDo(t, c.method, full+c.path, c.body); code != c.want {
+			t.Errorf("%s %s %s: %d %s, want %d", c.method, c.path, c.body, code, b, c.want)
+		}
+	}
+	if code, _ := apiDo(t, "DELETE", full+"/record/"+id, ""); code != 200 {
+		t.Fatalf("delete: %d", code)
+	}
+	if l := recordings(t, full); len(l.Recordings) != 0 {
+		t.Fatalf("after delete: %+v", l)
+	}
+
+	// Keystrokes when asked; then the daemon is killed mid-recording.
+	apiDo(t, "POST", full+"/record/start", `{"terminal":true,"input":true}`)
+	typ, wait, _, _ = termSession(t, full)
+	typ("echo gamma-$((2*4))\r")
+	wait("gamma-8")
+	id = recordings(t, full).Recordings[0].ID
+	var st struct{ Pids map[string]int }
+	_, b := apiDo(t, "GET", full+"/api/desktop/status", "")
+	json.Unmarshal(b, &st)
+	if st.Pids["deskd"] == 0 {
+		t.Fatalf("no deskd pid: %s", b)
+	}
+	syscall.Kill(st.Pids["deskd"], syscall.SIGKILL)
+	path := filepath.Join(e.runDir, "recordings", id+".cast")
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, err := http.Get(full + "/healthz"); err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("deskd still answers after SIGKILL")
+		}
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	lines := 0
+	for sc.Scan() {
+		var v any
+		if err := json.Unmarshal(sc.Bytes(), &v); err != nil {
+			t.Fatalf("line %d of a recording cut by SIGKILL: %q", lines+1, sc.Text())
+		}
+		lines++
+	}
+	if !bytes.Contains(raw, []byte("gamma-8")) || !bytes.Contains(raw, []byte(`, "i", "echo`)) && !bytes.Contains(raw, []byte(`, "i", "e"`)) {
+		t.Fatalf("the cut recording lacks the output or the keystrokes asked for:\n%s", raw)
+	}
+	if out := testenv.Asciinema(t, "cat", path); !strings.Contains(out, "gamma-8") {
+		t.Fatalf("asciinema cat of the cut recording: %q", out)
+	}
+}
