@@ -36,6 +36,12 @@ type FollowConfig struct {
 	// Off starts it switched off (a start request may turn it on or off).
 	Off    bool
 	Logger *slog.Logger
+	// OnCommand, when set, hears each agent command that changes a page
+	// or the tabs (Input.*, Page.navigate/reload, Target.create/close/
+	// activateTarget): its method, the page target it acts in ("" when
+	// not known) and its parameters (at most maxInspected bytes, from the
+	// relay's goroutine: it must not block).
+	OnCommand func(method, target string, params json.RawMessage)
 }
 
 // Follower brings the tab an agent acts on to the front.
@@ -235,29 +241,51 @@ func actsOnPage(method string) (acts, strong bool) {
 	return acts, strong
 }
 
+// changesPage reports whether an agent's command changes a page or the
+// tabs (what an action log keeps).
+func changesPage(method string) bool {
+	switch method {
+	case "Page.navigate", "Page.reload", "Page.navigateToHistoryEntry", "Target.createTarget", "Target.closeTarget", "Target.activateTarget":
+		return true
+	}
+	return strings.HasPrefix(method, "Input.")
+}
+
 // FromAgent looks at a message an agent sends (whole, at most
 // maxInspected bytes).
 func (w *Watcher) FromAgent(b []byte) {
 	var m struct {
-		ID        int64  `json:"id"`
-		Method    string `json:"method"`
-		SessionID string `json:"sessionId"`
-		Params    struct {
-			TargetID string `json:"targetId"`
-		} `json:"params"`
+		ID        int64           `json:"id"`
+		Method    string          `json:"method"`
+		SessionID string          `json:"sessionId"`
+		Params    json.RawMessage `json:"params"`
 	}
 	if json.Unmarshal(b, &m) != nil || m.Method == "" {
 		return
 	}
+	var p struct {
+		TargetID string `json:"targetId"`
+	}
+	json.Unmarshal(m.Params, &p)
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if on := w.f.cfg.OnCommand; on != nil && changesPage(m.Method) {
+		target := p.TargetID
+		if target == "" {
+			target = w.page
+			if m.SessionID != "" {
+				target = w.sessions[m.SessionID]
+			}
+		}
+		on(m.Method, target, m.Params)
+	}
 	if m.SessionID == "" && len(w.pending) < maxPendingCalls {
 		switch m.Method {
 		case "Target.createTarget":
 			w.pending[m.ID] = pendingCall{create: true}
 		case "Target.attachToTarget":
-			if m.Params.TargetID != "" {
-				w.pending[m.ID] = pendingCall{attach: m.Params.TargetID}
+			if p.TargetID != "" {
+				w.pending[m.ID] = pendingCall{attach: p.TargetID}
 			}
 		}
 	}

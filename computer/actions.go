@@ -767,3 +767,25 @@ func sleep(ctx context.Context, d time.Duration) error {
 
 // lower is strings.ToLower bounded to what a name may be.
 func lower(s string) string { return strings.ToLower(truncate(s, 64)) }
+
+// Logged is an action as an audit log keeps it: what, where on the
+// screen (pixels), which element; typed text by its length only (keys can
+// be passwords).
+type Logged struct {
+	Action    string `json:"action"`
+	At        []int  `json:"at,omitempty"`
+	Element   string `json:"element,omitempty"`
+	TextBytes int    `json:"text_bytes,omitempty"`
+}
+
+// Logged describes the plan's actions for an audit log.
+func (p Plan) Logged() []Logged {
+	out := make([]Logged, len(p.ops))
+	for i, o := range p.ops {
+		out[i] = Logged{Action: o.name, Element: o.element, TextBytes: len(o.text)}
+		if o.at != nil {
+			out[i].At = []int{o.at.X, o.at.Y}
+		}
+	}
+	return out
+}

@@ -24,10 +24,11 @@ import (
 
 // Kinds of recording and their file extensions.
 const (
-	Terminal = "terminal" // asciicast v2
+	Terminal  = "terminal" // asciicast v2
+	ActionLog = "actions"  // JSONL (Actions)
 )
 
-var extOf = map[string]string{Terminal: ".cast"}
+var extOf = map[string]string{Terminal: ".cast", ActionLog: ".jsonl"}
 
 // Info describes a recording.
 type Info struct {
@@ -141,6 +142,14 @@ var (
 )
 
 func kindOf(id string) string { k, _, _ := strings.Cut(id, "-"); return k }
+
+// FileName is the file name a recording downloads as, and its media type.
+func FileName(id string) (name, mediaType string) {
+	if kindOf(id) == ActionLog {
+		return id + extOf[ActionLog], "application/x-ndjson"
+	}
+	return id + extOf[kindOf(id)], "application/x-asciicast"
+}
 
 // scan lists the directory's recordings (what is not one is ignored).
 func (s *Store) scan() ([]Info, error) {

@@ -284,6 +284,9 @@ type ServeOptions struct {
 	ReadOnly bool
 	// NoCreate attaches to an existing session only (view-only tokens).
 	NoCreate bool
+	// OnStart, when set, hears the id of a session this connection
+	// started.
+	OnStart func(id string)
 }
 
 // HelloTimeout bounds the wait for the client's first message.
@@ -306,6 +309,9 @@ func (m *Manager) Serve(ctx context.Context, c Conn, o ServeOptions) error {
 	s, created, err := m.session(o.Session, h.Size, o.NoCreate)
 	if err != nil {
 		return closeFor(c, err)
+	}
+	if created && o.OnStart != nil {
+		o.OnStart(s.ID)
 	}
 	v, err := s.attach(o.ReadOnly, func() { c.CloseNow() })
 	if err != nil {

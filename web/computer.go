@@ -554,6 +554,7 @@ func (s *Server) runPlan(ctx context.Context, c *computer.Computer, holder agent
 	}
 	start := time.Now()
 	res, err := c.Run(ctx, plan, so)
+	s.logComputer(holder.name, plan, err)
 	ans.OK = err == nil
 	if err != nil {
 		ans.Error = err.Error()

@@ -239,6 +239,7 @@ func (s *Server) fileGet(w http.ResponseWriter, r *http.Request, root *os.Root, 
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Content-Security-Policy", "sandbox")
 	h.Set("Cache-Control", "no-store")
+	s.logAction("file", map[string]any{"op": "download", "path": name, "bytes": fi.Size()})
 	http.ServeContent(w, r, "", fi.ModTime(), f)
 }
 
@@ -347,6 +348,7 @@ func (s *Server) filePut(w http.ResponseWriter, r *http.Request, root *os.Root, 
 	}
 	done = true
 	s.log.Info("file uploaded", "path", name, "bytes", n)
+	s.logAction("file", map[string]any{"op": "upload", "path": name, "bytes": n})
 	writeJSON(w, http.StatusCreated, fileEntry{Name: name, Type: "file", Size: n, MTime: time.Now().UTC().Truncate(time.Second)})
 }
 

@@ -27,6 +27,7 @@ func (s *Server) newFollower() *cdp.Follower {
 		Hold:      followHold,
 		Off:       !s.cfg.TabFollow,
 		Logger:    s.log.With("part", "tab-follow"),
+		OnCommand: s.logCDP,
 	})
 }
 

@@ -157,6 +157,9 @@ func (s *Server) recovered(name string, h mcp.ToolHandler) mcp.ToolHandler {
 				s.log.Error("mcp tool panicked", "tool", name, "panic", p, "stack", string(debug.Stack()))
 				res, err = mcpError("internal error in %s: %v", name, p), nil
 			}
+			if s.actions.Load() != nil {
+				s.logAction("mcp", map[string]any{"tool": name, "ok": err == nil && res != nil && !res.IsError})
+			}
 		}()
 		return h(ctx, req)
 	}

@@ -17,8 +17,9 @@ import (
 //	GET    record/          the recordings, newest first, and what is being recorded
 //	GET    record/{id}      download one (asciicast v2 for a terminal)
 //	DELETE record/{id}      delete a finished one
-//	POST   record/start     {"terminal": true, "input": false}: record terminal sessions (running and new)
-//	POST   record/stop      {"terminal": true}: finish those recordings
+//	POST   record/start     {"terminal": true, "input": false, "actions": true}: record terminal
+//	                        sessions (running and new), and/or start the action log
+//	POST   record/stop      {"terminal": true, "actions": true}: finish those recordings
 
 func (s *Server) recordRoutes(mux *http.ServeMux) {
 	look := s.requireFull
@@ -34,13 +35,17 @@ func (s *Server) recordRoutes(mux *http.ServeMux) {
 
 // recordState is what is being recorded.
 type recordState struct {
-	Terminal      bool  `json:"terminal"`
-	TerminalInput bool  `json:"terminal_input"`
-	Bytes         int64 `json:"bytes"` // the recordings' space in use
+	Terminal      bool   `json:"terminal"`
+	TerminalInput bool   `json:"terminal_input"`
+	Actions       string `json:"actions,omitempty"` // the action log being written
+	Bytes         int64  `json:"bytes"`             // the recordings' space in use
 }
 
 func (s *Server) recordState() recordState {
 	st := recordState{Bytes: s.cfg.Recordings.Bytes()}
+	if a := s.actions.Load(); a != nil {
+		st.Actions = a.ID()
+	}
 	if s.cfg.Terminal != nil {
 		st.Terminal = s.cfg.Terminal.Recording()
 	}
@@ -75,8 +80,9 @@ func (s *Server) recordGet(w http.ResponseWriter, r *http.Request) {
 	}
 	defer f.Close()
 	h := w.Header()
-	h.Set("Content-Type", "application/x-asciicast")
-	h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": id + ".cast"}))
+	name, media := record.FileName(id)
+	h.Set("Content-Type", media)
+	h.Set("Content-Disposition", mime.FormatMediaType("attachment", map[string]string{"filename": name}))
 	h.Set("Cache-Control", "no-store")
 	h.Set("X-Content-Type-Options", "nosniff")
 	if !info.Active { // a recording in progress grows while it is read
@@ -104,6 +110,7 @@ func (s *Server) recordDelete(w http.ResponseWriter, r *http.Request) {
 type recordRequest struct {
 	Terminal *bool `json:"terminal,omitempty"`
 	Input    *bool `json:"input,omitempty"` // terminal keystrokes (start only)
+	Actions  *bool `json:"actions,omitempty"`
 }
 
 func (s *Server) recordSwitch(on bool) http.HandlerFunc {
@@ -115,15 +122,25 @@ func (s *Server) recordSwitch(on bool) http.HandlerFunc {
 			apiError(w, http.StatusBadRequest, "bad record request: "+err.Error())
 			return
 		}
-		if req.Terminal == nil {
-			apiError(w, http.StatusBadRequest, `bad record request: say what to record: {"terminal": true}`)
+		if req.Terminal == nil && req.Actions == nil {
+			apiError(w, http.StatusBadRequest, `bad record request: say what to record: {"terminal": true} and/or {"actions": true}`)
 			return
+		}
+		if req.Actions != nil && *req.Actions {
+			if on {
+				if err := s.startActions(); err != nil {
+					apiError(w, http.StatusInsufficientStorage, "action log: "+err.Error())
+					return
+				}
+			} else {
+				s.stopActions()
+			}
 		}
 		if req.Input != nil && !on {
 			apiError(w, http.StatusBadRequest, "bad record request: input is set when starting")
 			return
 		}
-		if *req.Terminal {
+		if req.Terminal != nil && *req.Terminal {
 			if s.cfg.Terminal == nil || s.cfg.TerminalRecorder == nil {
 				apiError(w, http.StatusConflict, "this deskd has no terminal to record")
 				return

@@ -84,7 +84,7 @@ func (s *Server) rfbServer(ctx context.Context) (*bridge.Server, error) {
 		return nil, err
 	}
 	srv, err := bridge.NewServer(scr, bridge.Config{Name: "deskd " + display, Password: s.cfg.VNCPassword,
-		Logger: s.log.With("part", "rfb"), OnResize: s.fitBrowser, MaxViewers: s.cfg.MaxViewers, OnInput: s.human.note, Cores: s.cfg.Cores, Video: s.cfg.Video})
+		Logger: s.log.With("part", "rfb"), OnResize: s.fitBrowser, MaxViewers: s.cfg.MaxViewers, OnInput: s.viewerInput, Cores: s.cfg.Cores, Video: s.cfg.Video})
 	if err != nil {
 		scr.Close()
 		return nil, err

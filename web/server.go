@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -91,6 +92,8 @@ type Config struct {
 	Recordings       *record.Store
 	TerminalRecorder *record.Terminals
 	RecordView       bool
+	// RecordActions starts the action log at once (--record=actions).
+	RecordActions bool
 	// Proxy is the browser's way out (a start request may change it,
 	// which restarts Chromium alone); nil: no upstream proxy support.
 	Proxy *proxy.Switch
@@ -108,20 +111,25 @@ type Server struct {
 	public   http.Handler // behind the panel check
 	control  http.Handler // for the local control socket: no panel check
 
-	rfb      rfbHolder
-	comp     computerHolder
-	elems    elements
-	lease    lease
-	human    humanInput
-	fit      browserFit
-	shots    shotGate
-	kbd      keyboards
-	pinging  atomic.Bool     // a readiness check of the display in flight
-	base     context.Context // ends at Close: WebSockets hang off it
-	cancel   context.CancelFunc
-	handlers handlerGroup
-	idle     *idleMemory
-	follow   *cdp.Follower
+	rfb   rfbHolder
+	comp  computerHolder
+	elems elements
+	// actions is the action log being written (nil: none); actionsMu
+	// serialises its start and stop.
+	actions   atomic.Pointer[record.Actions]
+	actionsMu sync.Mutex
+	takeover  takeover
+	lease     lease
+	human     humanInput
+	fit       browserFit
+	shots     shotGate
+	kbd       keyboards
+	pinging   atomic.Bool     // a readiness check of the display in flight
+	base      context.Context // ends at Close: WebSockets hang off it
+	cancel    context.CancelFunc
+	handlers  handlerGroup
+	idle      *idleMemory
+	follow    *cdp.Follower
 }
 
 // New builds a Server; it owns no goroutines.
@@ -145,6 +153,11 @@ func New(cfg Config) *Server {
 	s.metrics.recordings = cfg.Recordings
 	s.follow = s.newFollower()
 	s.elems.s = s
+	if cfg.RecordActions && cfg.Recordings != nil {
+		if err := s.startActions(); err != nil {
+			s.log.Error("action log not started", "err", err)
+		}
+	}
 	mux := s.routes()
 	s.public = s.withPanel(mux)
 	s.control = s.withClaims(mux, panel.Claims{Scope: panel.ScopeFull})
@@ -164,6 +177,8 @@ func (s *Server) Close() {
 	s.comp.mu.Lock()
 	s.comp.close()
 	s.elems.close()
+	s.closeTakeover()
+	s.stopActions()
 	s.comp.mu.Unlock()
 	s.follow.Close()
 }

@@ -27,6 +27,9 @@ func (s *Server) terminalWS(w http.ResponseWriter, r *http.Request) {
 		ReadOnly: claims.ReadOnly() || q.Get("readonly") == "1",
 		// A view-only token may watch a session, never start a shell.
 		NoCreate: claims.ReadOnly(),
+		OnStart: func(id string) {
+			s.logAction("terminal", map[string]any{"op": "open", "session": id, "recorded": s.cfg.Terminal.Recording()})
+		},
 	}
 	if opts.NoCreate && !s.cfg.Terminal.Has(opts.Session) {
 		http.Error(w, "a view-only token may only attach to an existing terminal session (?session=ID)", http.StatusForbidden)

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -21,6 +22,10 @@ import (
 	"github.com/cubepod/deskd/cdp"
 	"github.com/cubepod/deskd/x11"
 )
+
+// recordsTerminal and recordsActions: what --record records from the start.
+func (c *Config) recordsTerminal() bool { return slices.Contains(splitList(c.Record), "terminal") }
+func (c *Config) recordsActions() bool  { return slices.Contains(splitList(c.Record), "actions") }
 
 // Config is what the flags say.
 type Config struct {
@@ -75,7 +80,7 @@ type Config struct {
 	OneCore              bool
 	TabFollow            bool
 	A11y                 string
-	Record               string // "" or "terminal": record from every start
+	Record               string // what to record from the start: "terminal", "actions", both
 	RecordDir            string
 	RecordMaxMiB         int64
 	RecordMaxAge         time.Duration
@@ -187,7 +192,7 @@ func ParseFlags(cmd string, args []string, stderr io.Writer) (*Config, error) {
 	}
 	fs.Int64Var(&c.MaxUploadMiB, "max-upload-mib", maxUp, "largest file the files API accepts, in MiB (env DESKD_MAX_UPLOAD_MIB)")
 	fs.BoolVar(&c.TabFollow, "tab-follow", envBool("tab-follow", "true"), "bring the browser tab an agent acts on over CDP to the front, so the desktop shows it (not while a person uses the desktop); a start request's \"tab_follow\" switches it (env DESKD_TAB_FOLLOW)")
-	str(&c.Record, "record", "", `record from the start: "terminal" (every terminal session, asciicast v2); "" records only what POST record/start asks for`)
+	str(&c.Record, "record", "", `record from the start: "terminal" (every terminal session, asciicast v2), "actions" (the action log, JSONL), or both ("terminal,actions"); "" records only what POST record/start asks for`)
 	str(&c.RecordDir, "record-dir", "", "where recordings go (default RUN_DIR/recordings)")
 	recMax, err := strconv.ParseInt(env("record-max-mib", "1024"), 10, 64)
 	if err != nil {
@@ -373,8 +378,10 @@ func (c *Config) validate() error {
 	if err := a11y.CheckMode(c.A11y); err != nil {
 		return fmt.Errorf("--a11y: %w", err)
 	}
-	if c.Record != "" && c.Record != "terminal" {
-		return fmt.Errorf("--record %.40q: want terminal or nothing", c.Record)
+	for _, w := range splitList(c.Record) {
+		if w != "terminal" && w != "actions" {
+			return fmt.Errorf("--record %.60q: want a list of terminal and actions, or nothing", c.Record)
+		}
 	}
 	if c.RecordMaxMiB < 1 || c.RecordMaxMiB > 1<<30 {
 		return fmt.Errorf("--record-max-mib %d: want 1 or more", c.RecordMaxMiB)

@@ -217,3 +217,82 @@ func TestTerminalRecording(t *testing.T) {
 		t.Fatalf("asciinema cat of the cut recording: %q", out)
 	}
 }
+
+// TestActionLog: with the action log on, an agent's computer action (a
+// click at a coordinate and one on an accessibility element), its CDP
+// navigation, an upload and a download, and a terminal session opened
+// land in the JSONL log in order, on one clock, typed text by its length
+// only; stopping it finishes the file.
+func TestActionLog(t *testing.T) {
+	e := newInstall(t)
+	deskd := serveDeskd(t, e)
+	tok, err := panel.Mint([]byte(e2eKey), panel.Claims{SID: "sb1", Port: deskdPort(deskd), Exp: time.Now().Add(time.Hour).Unix()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := deskd.String() + "/panel/" + tok
+	if code, b := apiDo(t, "POST", full+"/api/desktop/start", `{"url":"data:text/html,<title>log</title><input id=i>"}`); code != 200 {
+		t.Fatalf("start: %d %s", code, b)
+	}
+	code, b := apiDo(t, "POST", full+"/record/start", `{"actions":true}`)
+	var st struct{ Actions string }
+	if json.Unmarshal(b, &st); code != 200 || st.Actions == "" {
+		t.Fatalf("record/start actions: %d %s", code, b)
+	}
+	if code, b := apiDo(t, "POST", full+"/computer/actions", `{"actions":[{"action":"left_click","coordinate":[500,400]},{"action":"type","text":"hunter2"}]}`); code != 200 {
+		t.Fatalf("actions: %d %s", code, b)
+	}
+	page := desktopPage(t, full+"/cdp")
+	if _, err := page.call(t.Context(), "Page.navigate", map[string]any{"url": "data:text/html,<title>next</title>"}); err != nil {
+		t.Fatal(err)
+	}
+	if code, b := apiDo(t, "PUT", full+"/files/Downloads/log.txt", "payload"); code != 201 {
+		t.Fatalf("upload: %d %s", code, b)
+	}
+	if code, _ := apiDo(t, "GET", full+"/files/Downloads/log.txt", ""); code != 200 {
+		t.Fatalf("download: %d", code)
+	}
+	typ, wait, _, _ := termSession(t, full)
+	typ("echo ok-$((1+1))\r")
+	wait("ok-2")
+	if code, b := apiDo(t, "POST", full+"/record/stop", `{"actions":true}`); code != 200 || strings.Contains(string(b), `"actions":"`) {
+		t.Fatalf("record/stop: %d %s", code, b)
+	}
+	code, raw := apiDo(t, "GET", full+"/record/"+st.Actions, "")
+	if code != 200 {
+		t.Fatalf("download of the log: %d %s", code, raw)
+	}
+	var kinds []string
+	var last float64
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	for sc.Scan() {
+		var ev map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			t.Fatalf("log line %q: %v", sc.Text(), err)
+		}
+		if ts, _ := ev["t"].(float64); ts < last {
+			t.Fatalf("time goes back in the log:\n%s", raw)
+		} else {
+			last = ts
+		}
+		if _, err := time.Parse(time.RFC3339Nano, ev["time"].(string)); err != nil {
+			t.Fatalf("time %v: %v", ev["time"], err)
+		}
+		kinds = append(kinds, ev["kind"].(string))
+	}
+	got := strings.Join(kinds, " ")
+	for _, want := range []string{"start", "computer", "cdp", "file", "terminal"} {
+		if !strings.Contains(got, want) {
+			t.Fatalf("no %s event in %q:\n%s", want, got, raw)
+		}
+	}
+	if strings.Index(got, "computer") > strings.Index(got, "cdp") || strings.Index(got, "cdp") > strings.Index(got, "file") || strings.Index(got, "file") > strings.Index(got, "terminal") {
+		t.Fatalf("events out of order: %q", got)
+	}
+	if bytes.Contains(raw, []byte("hunter2")) || !bytes.Contains(raw, []byte(`"text_bytes":7`)) || !bytes.Contains(raw, []byte(`"at":[500,400]`)) {
+		t.Fatalf("the computer event: typed text must appear by length only, the click with its place:\n%s", raw)
+	}
+	if !bytes.Contains(raw, []byte(`"method":"Page.navigate"`)) || !bytes.Contains(raw, []byte(`"op":"upload"`)) || !bytes.Contains(raw, []byte(`"op":"download"`)) {
+		t.Fatalf("cdp or file events:\n%s", raw)
+	}
+}
