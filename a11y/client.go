@@ -9,7 +9,6 @@ import (
 	"net"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/godbus/dbus/v5"
@@ -64,17 +63,6 @@ type rwc struct {
 
 func (c rwc) Read(p []byte) (int, error) { return c.Reader.Read(p) }
 
-// armedLimit is a frameLimit switched on once authentication is over.
-type armedLimit struct {
-	frameLimit
-	on atomic.Bool
-}
-
-func (a *armedLimit) Read(p []byte) (int, error) {
-	a.frameLimit.armed = a.on.Load()
-	return a.frameLimit.Read(p)
-}
-
 // Dial connects to the accessibility bus at addr ("unix:path=...",
 // nothing else: deskd never looks for or starts a session bus).
 func Dial(ctx context.Context, addr string) (*Client, error) {
@@ -93,7 +81,7 @@ func Dial(ctx context.Context, addr string) (*Client, error) {
 		deadline = time.Now().Add(10 * time.Second)
 	}
 	_ = nc.SetDeadline(deadline)
-	lim := &armedLimit{frameLimit: frameLimit{r: nc}}
+	lim := &frameLimit{r: nc}
 	conn, err := dbus.NewConn(rwc{lim, nc})
 	if err != nil {
 		nc.Close()
@@ -103,7 +91,7 @@ func Dial(ctx context.Context, addr string) (*Client, error) {
 		conn.Close()
 		return nil, fmt.Errorf("a11y: authenticate on bus: %w", err)
 	}
-	lim.on.Store(true) // binary messages from here on
+	lim.armed.Store(true) // binary messages from here on
 	if err := conn.Hello(); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("a11y: hello: %w", err)

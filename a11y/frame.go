@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"sync/atomic"
 )
 
 // A D-Bus message (D-Bus specification, "Message Format"):
@@ -33,10 +34,13 @@ const (
 
 // frameLimit passes a D-Bus byte stream through, checking each message's
 // declared lengths; once armed (after authentication, which is text) it
-// fails the stream at the first message over the bounds.
+// fails the stream at the first message over the bounds. armed is read
+// when a read returns, not when it starts: godbus's reader is already
+// waiting in Read when authentication ends, and the first message comes
+// back through that very call.
 type frameLimit struct {
 	r     io.Reader
-	armed bool
+	armed atomic.Bool
 	hdr   [fixedHeader]byte
 	have  int   // bytes of hdr collected
 	left  int64 // bytes of the current message still to pass after hdr
@@ -48,7 +52,7 @@ func (f *frameLimit) Read(p []byte) (int, error) {
 		return 0, f.err
 	}
 	n, err := f.r.Read(p)
-	if f.armed {
+	if f.armed.Load() {
 		if ferr := f.scan(p[:n]); ferr != nil {
 			f.err = ferr
 			return 0, ferr

@@ -28,7 +28,8 @@ func message(order byte, version byte, fields, body uint32) []byte {
 
 // readAll passes b through an armed frameLimit in chunks of n bytes.
 func readAll(b []byte, n int) error {
-	f := &frameLimit{r: &chunked{b: b, n: n}, armed: true}
+	f := &frameLimit{r: &chunked{b: b, n: n}}
+	f.armed.Store(true)
 	_, err := io.Copy(io.Discard, f)
 	return err
 }

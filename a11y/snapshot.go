@@ -206,10 +206,6 @@ func (c *Client) Snapshot(ctx context.Context, o Options) (*Snapshot, error) {
 	return snap, nil
 }
 
-func (n *node) truncatedKids() bool {
-	return len(n.kidRef) > maxKids && func() bool { n.kidRef = n.kidRef[:maxKids]; return true }()
-}
-
 // fetch asks about one object: its state first, and the rest only when
 // it shows (or o.All). Calls go out together; each costs a round trip.
 func (c *Client) fetch(ctx context.Context, n *node, o Options) {
@@ -336,7 +332,9 @@ func (c *Client) someChildren(ctx context.Context, obj dbus.BusObject, flags dbu
 		ok   bool
 	}
 	batch := make([]got, inFlight)
-	for i := start; i < count && len(kids) < o.MaxNodes && ctx.Err() == nil; i += inFlight {
+	// An application may claim any number of children: maxKids indices
+	// are asked at most.
+	for i := start; i < count && i < start+maxKids && len(kids) < o.MaxNodes && ctx.Err() == nil; i += inFlight {
 		n := min(inFlight, count-i)
 		var wg sync.WaitGroup
 		for j := range n {
