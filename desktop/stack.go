@@ -447,8 +447,8 @@ func (s *Stack) ensure(ctx context.Context) error {
 			bus = b
 		}
 	case mode == a11y.Off && bus != nil:
-		s.stopBus(ctx)
-		bus = nil
+		s.stopBus(ctx) // and the browser that used it
+		bus, ch = nil, nil
 	}
 	if ch != nil && chMode != mode {
 		s.log.Info("restarting chromium for another accessibility mode", "from", chMode, "to", mode)

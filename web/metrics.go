@@ -79,7 +79,7 @@ func (m *metrics) appendText(b []byte) []byte {
 	b = sample(b, "cubepod_desktop_activations_total", `result="unsupported"`, float64(m.activationsUnsupported.Load()))
 
 	st := m.stack.Status()
-	comps := []string{desktop.Chromium, desktop.WM, desktop.Xvfb}
+	comps := []string{desktop.A11yBus, desktop.Chromium, desktop.WM, desktop.Xvfb}
 	b = family(b, "cubepod_desktop_component_restarts_total", "counter", "Times a desktop component was restarted after it died.")
 	for _, c := range comps {
 		b = sample(b, "cubepod_desktop_component_restarts_total", `component="`+c+`"`, float64(st.Restarts[c]))
