@@ -135,12 +135,29 @@ func TestAccessibilitySnapshot(t *testing.T) {
 		el, _ := findElement(l, w.role, w.name)
 		n := c.logLen()
 		c.act(fmt.Sprintf(`[{"action":"left_click","coordinate":[%d,%d]}]`, el.Center[0], el.Center[1]))
+		// The first press since: a click event of the element before may
+		// still come in after n was read.
 		evs := c.events(n, func(e []domEvent) bool { return has(e, "mousedown") })
-		if evs[0].ID != w.id {
-			t.Fatalf("click at the centre of %s %q (%v) landed on #%s", w.role, w.name, el.Center, evs[0].ID)
+		if md := find(evs, "mousedown"); md.ID != w.id {
+			t.Fatalf("click at the centre of %s %q (%v) pressed #%s (events %+v)", w.role, w.name, el.Center, md.ID, evs)
 		}
-		if w.id == "color" { // its popup opened
+		if w.id == "color" { // its popup opens: once it has, close it
+			expanded := func() bool {
+				l, _ := a11yList(t, full, "interactive=1")
+				e, _ := findElement(l, "combo box", "Colour")
+				return strings.Contains(strings.Join(e.States, ","), "expanded")
+			}
+			for deadline := time.Now().Add(10 * time.Second); !expanded(); time.Sleep(50 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the select's popup never opened")
+				}
+			}
 			c.act(`[{"action":"key","text":"Escape"}]`)
+			for deadline := time.Now().Add(10 * time.Second); expanded(); time.Sleep(50 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the select's popup did not close on Escape")
+				}
+			}
 		}
 	}
 	// The check box now says so; an element id types into a field.
@@ -155,7 +172,11 @@ func TestAccessibilitySnapshot(t *testing.T) {
 		}
 	}
 	email, _ := findElement(l, "entry", "Email")
+	n := c.logLen()
 	c.act(`[{"action":"type","element":"` + email.ID + `","text":"ada@example.org"}]`)
+	if md := find(c.events(n, func(e []domEvent) bool { return has(e, "mousedown") }), "mousedown"); md.ID != "email" {
+		t.Fatalf("type on the Email element clicked #%s", md.ID)
+	}
 	waitDesktop(t, c.page, `document.getElementById("email").value === "ada@example.org"`)
 	if code, v := c.post("/computer/actions", `{"actions":[{"action":"left_click","element":"e999999"}]}`); code == 200 && v["ok"] == true {
 		t.Fatalf("a click on an unknown element: %v", v)
