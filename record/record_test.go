@@ -234,3 +234,35 @@ func TestFullDisk(t *testing.T) {
 	lines := bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
 	castLines(t, append(bytes.Join(lines[:len(lines)-1], []byte("\n")), '\n'))
 }
+
+// TestListWhileWriting: listing and writing at once (their locks are
+// taken in one order).
+func TestListWhileWriting(t *testing.T) {
+	s, err := Open(t.TempDir(), 1<<20, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	f, err := s.Create(Terminal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 2000 {
+			f.Write(bytes.Repeat([]byte("w"), 600)) // past the quota: prunes, then stops
+		}
+	}()
+	for range 200 {
+		if _, err := s.List(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("List and Write deadlocked")
+	}
+	f.Close()
+}

@@ -180,13 +180,19 @@ func (s *Store) List() ([]Info, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Lock order: a File's lock, then the Store's (Write, Close); so the
+	// active files are taken under s.mu and asked after.
 	s.mu.Lock()
+	active := make(map[string]*File, len(s.active))
+	for id, f := range s.active {
+		active[id] = f
+	}
+	s.mu.Unlock()
 	for i := range infos {
-		if f := s.active[infos[i].ID]; f != nil {
+		if f := active[infos[i].ID]; f != nil {
 			infos[i].Active, infos[i].Stopped = true, f.stopped()
 		}
 	}
-	s.mu.Unlock()
 	slices.SortFunc(infos, func(a, b Info) int { return strings.Compare(b.ID[len(b.Kind):], a.ID[len(a.Kind):]) })
 	return infos, nil
 }
