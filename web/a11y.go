@@ -151,19 +151,12 @@ func (s *Server) computerA11y(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusBadRequest, "bad a11y request: "+err.Error())
 		return
 	}
-	// One snapshot at a time per kind of token, as screenshots.
-	claims, _ := ClaimsFrom(r.Context())
-	release, ok := s.shots.enter(claims.ReadOnly())
-	if !ok {
-		w.Header().Set("Retry-After", "1")
-		apiError(w, http.StatusServiceUnavailable, errShotsBusy)
-		return
-	}
-	defer release()
-	c := s.computerOr(w, r)
+	// Snapshots share the screenshots' gate.
+	c, release := s.gatedComputer(w, r)
 	if c == nil {
 		return
 	}
+	defer release()
 	l, err := c.Elements(r.Context(), o)
 	switch {
 	case errors.Is(err, computer.ErrOutOfRange):

@@ -235,6 +235,25 @@ func (s *Server) computerOr(w http.ResponseWriter, r *http.Request) *computer.Co
 	return c
 }
 
+// gatedComputer takes a place in the screenshot gate of the request's
+// kind of token, then the desktop's Computer. When either cannot be had
+// it has answered the request (503) and returns nil; otherwise release
+// gives the place back.
+func (s *Server) gatedComputer(w http.ResponseWriter, r *http.Request) (c *computer.Computer, release func()) {
+	claims, _ := ClaimsFrom(r.Context())
+	release, ok := s.shots.enter(claims.ReadOnly())
+	if !ok {
+		w.Header().Set("Retry-After", "1")
+		apiError(w, http.StatusServiceUnavailable, errShotsBusy)
+		return nil, nil
+	}
+	if c = s.computerOr(w, r); c == nil {
+		release()
+		return nil, nil
+	}
+	return c, release
+}
+
 type infoAnswer struct {
 	computer.Geometry
 	Cursor []int  `json:"cursor"`
@@ -342,18 +361,11 @@ func (s *Server) computerScreenshot(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	claims, _ := ClaimsFrom(r.Context())
-	release, ok := s.shots.enter(claims.ReadOnly())
-	if !ok {
-		w.Header().Set("Retry-After", "1")
-		apiError(w, http.StatusServiceUnavailable, errShotsBusy)
-		return
-	}
-	defer release()
-	c := s.computerOr(w, r)
+	c, release := s.gatedComputer(w, r)
 	if c == nil {
 		return
 	}
+	defer release()
 	settled := true
 	if settle > 0 {
 		settled = c.Settle(r.Context(), time.Time{}, time.Duration(settle)*time.Millisecond, 0)
