@@ -85,14 +85,7 @@ func waitElement(t *testing.T, base, q, role, name string) (computer.Element, co
 func TestAccessibilitySnapshot(t *testing.T) {
 	e := newInstall(t, "--resolution", "1600x900x24")
 	deskd := serveDeskd(t, e)
-	mint := func(scope panel.Scope) string {
-		tok, err := panel.Mint([]byte(e2eKey), panel.Claims{SID: "sb1", Port: deskdPort(deskd), Exp: time.Now().Add(time.Hour).Unix(), Scope: scope})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return deskd.String() + "/panel/" + tok
-	}
-	full, view := mint(panel.ScopeFull), mint(panel.ScopeView)
+	full, view := panelURL(t, deskd, panel.ScopeFull), panelURL(t, deskd, panel.ScopeView)
 	pageURL := "data:text/html," + url.PathEscape(a11yPage)
 	body, _ := json.Marshal(map[string]string{"url": pageURL})
 	resp, err := http.Post(full+"/api/desktop/start", "application/json", strings.NewReader(string(body)))

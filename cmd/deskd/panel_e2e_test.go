@@ -282,6 +282,17 @@ func TestPanelInBrowser(t *testing.T) {
 	}
 }
 
+// panelURL is deskd's base URL under an hour-long token of scope for
+// sandbox "sb1" (what serveDeskd serves).
+func panelURL(t *testing.T, deskd *url.URL, scope panel.Scope) string {
+	t.Helper()
+	tok, err := panel.Mint([]byte(e2eKey), panel.Claims{SID: "sb1", Port: deskdPort(deskd), Exp: time.Now().Add(time.Hour).Unix(), Scope: scope})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return deskd.String() + "/panel/" + tok
+}
+
 func deskdPort(u *url.URL) int {
 	n, _ := strconv.Atoi(u.Port())
 	return n

@@ -95,14 +95,7 @@ func recordings(t *testing.T, base string) recList {
 func TestTerminalRecording(t *testing.T) {
 	e := newInstall(t)
 	deskd := serveDeskd(t, e)
-	mint := func(scope panel.Scope) string {
-		tok, err := panel.Mint([]byte(e2eKey), panel.Claims{SID: "sb1", Port: deskdPort(deskd), Exp: time.Now().Add(time.Hour).Unix(), Scope: scope})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return deskd.String() + "/panel/" + tok
-	}
-	full, view := mint(panel.ScopeFull), mint(panel.ScopeView)
+	full, view := panelURL(t, deskd, panel.ScopeFull), panelURL(t, deskd, panel.ScopeView)
 	if code, b := apiDo(t, "POST", full+"/record/start", `{"terminal":true}`); code != 200 || !strings.Contains(string(b), `"terminal":true`) {
 		t.Fatalf("record/start: %d %s", code, b)
 	}
@@ -226,11 +219,7 @@ func TestTerminalRecording(t *testing.T) {
 func TestActionLog(t *testing.T) {
 	e := newInstall(t)
 	deskd := serveDeskd(t, e)
-	tok, err := panel.Mint([]byte(e2eKey), panel.Claims{SID: "sb1", Port: deskdPort(deskd), Exp: time.Now().Add(time.Hour).Unix()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	full := deskd.String() + "/panel/" + tok
+	full := panelURL(t, deskd, panel.ScopeFull)
 	if code, b := apiDo(t, "POST", full+"/api/desktop/start", `{"url":"data:text/html,<title>log</title><input id=i>"}`); code != 200 {
 		t.Fatalf("start: %d %s", code, b)
 	}

@@ -29,15 +29,7 @@ import (
 func TestViewerBounds(t *testing.T) {
 	e := newInstall(t, "--resolution", "2560x1600x24", "--max-resolution", "2560x1600x24")
 	deskd := serveDeskd(t, e)
-	port := deskdPort(deskd)
-	mint := func(scope panel.Scope) string {
-		tok, err := panel.Mint([]byte(e2eKey), panel.Claims{SID: "sb1", Port: port, Exp: time.Now().Add(time.Hour).Unix(), Scope: scope})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return deskd.String() + "/panel/" + tok
-	}
-	full, view := mint(panel.ScopeFull), mint(panel.ScopeView)
+	full, view := panelURL(t, deskd, panel.ScopeFull), panelURL(t, deskd, panel.ScopeView)
 	code, body := post(t, full+"/api/desktop/start")
 	if code != 200 {
 		t.Fatalf("start: %d %s", code, body)
