@@ -171,6 +171,7 @@ func (t *tiles) take(r Rect) []Rect {
 type client struct {
 	s        *Server
 	viewOnly bool
+	recorder bool // ConnOptions.Recorder
 
 	mu        sync.Mutex // guards the fields below
 	dirty     *tiles
@@ -449,7 +450,10 @@ func (c *client) writeLoop(ctx context.Context) error {
 			c.enc.pw = newPixelWriter(*c.pf)
 			c.pf = nil
 		}
-		quality := c.cong.quality(c.quality)
+		quality := c.quality
+		if !c.recorder {
+			quality = c.cong.quality(c.quality)
+		}
 		if len(c.refined) > 0 && c.dirty.stillSince(c.refined, c.refineAt) {
 			quality = -1 // this update makes lossy tiles exact
 		}

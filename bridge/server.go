@@ -546,6 +546,12 @@ func copyIfChanged(dst, src *Frame, t Rect) bool {
 // ConnOptions are per connection.
 type ConnOptions struct {
 	ViewOnly bool // input is ignored
+	// Recorder is an in-process viewer that records what it is sent
+	// (package record): it is trusted (no password asked), not counted
+	// against Config.MaxViewers, its input is ignored, and its JPEG
+	// quality is what it asks for (the link is memory: congestion would
+	// only measure how often it asks).
+	Recorder bool
 }
 
 // HandshakeTimeout bounds the handshake.
@@ -561,19 +567,22 @@ func (s *Server) Serve(ctx context.Context, conn net.Conn, o ConnOptions) error 
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
 
-	full := s.conns.Add(1) > int32(s.cfg.MaxViewers)
-	defer s.conns.Add(-1)
+	full := false
+	if !o.Recorder {
+		full = s.conns.Add(1) > int32(s.cfg.MaxViewers)
+		defer s.conns.Add(-1)
+	}
 	br := bufio.NewReaderSize(conn, 64<<10)
 	bw := bufio.NewWriterSize(deadlineWriter{conn, s.cfg.WriteTimeout}, 256<<10)
 	conn.SetDeadline(time.Now().Add(HandshakeTimeout))
-	if err := s.handshake(br, bw, full); err != nil {
+	if err := s.handshake(br, bw, full, o.Recorder); err != nil {
 		return err
 	}
 	conn.SetDeadline(time.Time{}) // writes get theirs from deadlineWriter
 
 	s.mu.Lock()
 	w, h := s.fb.W, s.fb.H
-	c := &client{s: s, bw: bw, sent: -1, enc: newEncoder(ServerFormat), viewOnly: o.ViewOnly, cong: newCongestion(),
+	c := &client{s: s, bw: bw, sent: -1, enc: newEncoder(ServerFormat), viewOnly: o.ViewOnly || o.Recorder, recorder: o.Recorder, cong: newCongestion(),
 		dirty: newTiles(w, h), lossy: newTiles(w, h), snap: newSeen(w, h), markedGen: s.gen, fbW: w, fbH: h, wake: make(chan struct{}, 1),
 		video: videoState{level: -1}}
 	s.clients[c] = struct{}{}
@@ -623,8 +632,9 @@ var ErrTooManyViewers = errors.New("rfb: too many viewers")
 
 // handshake runs §7.1-7.3: version, security, ClientInit, ServerInit.
 // When full, the viewer is refused where §7.1.2 lets a server say why:
-// no security types (3.7+) or security type 0 (3.3), then a reason.
-func (s *Server) handshake(br *bufio.Reader, bw *bufio.Writer, full bool) error {
+// no security types (3.7+) or security type 0 (3.3), then a reason. A
+// trusted viewer is offered no security even when there is a password.
+func (s *Server) handshake(br *bufio.Reader, bw *bufio.Writer, full, trusted bool) error {
 	bw.WriteString(version38)
 	if err := bw.Flush(); err != nil {
 		return err
@@ -662,7 +672,7 @@ func (s *Server) handshake(br *bufio.Reader, bw *bufio.Writer, full bool) error 
 		return fmt.Errorf("%w (%d)", ErrTooManyViewers, s.cfg.MaxViewers)
 	}
 	sec := byte(SecNone)
-	if s.cfg.Password != "" {
+	if s.cfg.Password != "" && !trusted {
 		sec = SecVNCAuth
 	}
 	if minor == 3 {

@@ -21,7 +21,7 @@ func TestCheckID(t *testing.T) {
 			t.Errorf("CheckID(%q): %v", id, err)
 		}
 	}
-	for _, id := range []string{"", "terminal", "../etc/passwd", "terminal-20261207T120000Z-0a1b2c3d/../x", "desktop-20261207T120000Z-0a1b2c3d",
+	for _, id := range []string{"", "terminal", "../etc/passwd", "terminal-20261207T120000Z-0a1b2c3d/../x", "video-20261207T120000Z-0a1b2c3d",
 		"terminal-20261207T120000Z-0A1B2C3D", "terminal-2026120XT120000Z-0a1b2c3d", "terminal-20261207T120000Z-0a1b2c3", "terminal-20261207T120000Z_0a1b2c3d",
 		"terminal-20261207T120000Z-0a1b2c3d.cast", "terminal-20261207T120000Z-0a1b2c3d\x00", strings.Repeat("terminal-", 20)} {
 		if err := CheckID(id); err == nil {

@@ -1,6 +1,7 @@
 // Package record keeps recordings of what happened in the sandbox: a
-// terminal session as an asciicast v2 file (this package's Cast), in one
-// directory bounded in bytes and age. A recording never disturbs what it
+// terminal session as an asciicast v2 file (this package's Cast), the
+// desktop as what a viewer is sent (DesktopRecorder), what agents and
+// people did (Actions), in one directory bounded in bytes and age. A recording never disturbs what it
 // records: a write that fails (a full disk, the quota) stops the
 // recording, logged, and the session goes on.
 package record
@@ -26,9 +27,10 @@ import (
 const (
 	Terminal  = "terminal" // asciicast v2
 	ActionLog = "actions"  // JSONL (Actions)
+	Desktop   = "desktop"  // what an RFB viewer is sent (DesktopRecorder)
 )
 
-var extOf = map[string]string{Terminal: ".cast", ActionLog: ".jsonl"}
+var extOf = map[string]string{Terminal: ".cast", ActionLog: ".jsonl", Desktop: ".deskrec"}
 
 // Info describes a recording.
 type Info struct {
@@ -145,8 +147,11 @@ func kindOf(id string) string { k, _, _ := strings.Cut(id, "-"); return k }
 
 // FileName is the file name a recording downloads as, and its media type.
 func FileName(id string) (name, mediaType string) {
-	if kindOf(id) == ActionLog {
+	switch kindOf(id) {
+	case ActionLog:
 		return id + extOf[ActionLog], "application/x-ndjson"
+	case Desktop:
+		return id + extOf[Desktop], "application/octet-stream"
 	}
 	return id + extOf[kindOf(id)], "application/x-asciicast"
 }

@@ -1,0 +1,469 @@
+package record
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+)
+
+// A desktop recording is what an RFB viewer of the desktop is sent, as
+// it is sent, timestamped: the recorder is a viewer of its own (an
+// in-process connection to the RFB server, with noVNC's pixel format
+// and default settings, so it shares the encoding of live viewers that
+// have them). Every Keyframe it connects again: a new connection starts
+// from a full picture with fresh compression streams, so playback can
+// start there. The file (integers big-endian):
+//
+//	"DESKREC1", u32 n, n bytes of JSON (DesktopHeader)
+//	records: u8 type, u32 milliseconds since the start, u32 n, n bytes
+//	  'S' a segment starts: a new connection, the server's bytes from its
+//	      ProtocolVersion on (a noVNC RFB fed them connects and draws)
+//	  'D' more of the segment's bytes
+//
+// Each record is written as it arrives, in one write: a crash leaves a
+// file that plays up to its last record.
+
+// DesktopMagic starts a desktop recording.
+const DesktopMagic = "DESKREC1"
+
+// Record types.
+const (
+	SegmentStart = 'S'
+	SegmentData  = 'D'
+)
+
+// Bounds of the format, for readers.
+const (
+	MaxDesktopHeader = 64 << 10
+	MaxDesktopRecord = 4 << 20
+	recordHeaderLen  = 9
+	readChunk        = 256 << 10
+)
+
+// DesktopHeader is the JSON at the start of a desktop recording.
+type DesktopHeader struct {
+	Version     int       `json:"version"`
+	Start       time.Time `json:"start"`
+	KeyframeMS  int64     `json:"keyframe_ms"`
+	Quality     int       `json:"quality"`
+	Compression int       `json:"compression"`
+}
+
+// DesktopOptions are a desktop recording's settings.
+type DesktopOptions struct {
+	// Keyframe: a new segment (a full picture) at least this often
+	// (default 10 s, at least 100 ms).
+	Keyframe time.Duration
+	// Quality and Compression are the JPEG quality and zlib level asked
+	// for, 0-9 (default noVNC's: 6 and 2, so live viewers that keep
+	// noVNC's defaults share the recorder's encoding).
+	Quality, Compression *int
+	// MinInterval spaces the updates asked for (default 25 ms: 40 a
+	// second at most).
+	MinInterval time.Duration
+	Log         *slog.Logger
+}
+
+// Dialer connects to the desktop's RFB server, or says why it cannot
+// (the desktop is not running: the recording ends).
+type Dialer func(ctx context.Context) (net.Conn, error)
+
+// DesktopRecorder writes a desktop recording until Close or the desktop
+// goes away.
+type DesktopRecorder struct {
+	f      *File
+	dial   Dialer
+	o      DesktopOptions
+	q, z   int
+	start  time.Time
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error // why it ended, once done is closed
+}
+
+// ErrDesktopStopped: the desktop went away (its RFB server closed the
+// connection and no other could be had).
+var ErrDesktopStopped = errors.New("the desktop stopped")
+
+// RecordDesktop starts recording into f (which it closes when done); the
+// first connection is made before it returns, and if it fails f is
+// closed and removed.
+func RecordDesktop(ctx context.Context, f *File, dial Dialer, o DesktopOptions) (*DesktopRecorder, error) {
+	if o.Keyframe <= 0 {
+		o.Keyframe = 10 * time.Second
+	}
+	o.Keyframe = max(o.Keyframe, 100*time.Millisecond)
+	if o.MinInterval <= 0 {
+		o.MinInterval = 25 * time.Millisecond
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	d := &DesktopRecorder{f: f, dial: dial, o: o, q: 6, z: 2, start: time.Now(), done: make(chan struct{})}
+	if o.Quality != nil {
+		d.q = min(9, max(0, *o.Quality))
+	}
+	if o.Compression != nil {
+		d.z = min(9, max(0, *o.Compression))
+	}
+	ctx, d.cancel = context.WithCancel(ctx)
+	discard := func(err error) (*DesktopRecorder, error) {
+		d.cancel()
+		f.Close()
+		f.s.Remove(f.ID)
+		return nil, err
+	}
+	conn, err := dial(ctx)
+	if err != nil {
+		return discard(fmt.Errorf("record: desktop: %w", err))
+	}
+	hdr, _ := json.Marshal(DesktopHeader{Version: 1, Start: d.start.UTC(), KeyframeMS: o.Keyframe.Milliseconds(), Quality: d.q, Compression: d.z})
+	head := binary.BigEndian.AppendUint32([]byte(DesktopMagic), uint32(len(hdr)))
+	if _, err := f.Write(append(head, hdr...)); err != nil {
+		conn.Close()
+		return discard(err)
+	}
+	go d.run(ctx, conn)
+	return d, nil
+}
+
+// ID is the recording's id.
+func (d *DesktopRecorder) ID() string { return d.f.ID }
+
+// Done is closed when the recording has ended (Close, or by itself).
+func (d *DesktopRecorder) Done() <-chan struct{} { return d.done }
+
+// Err says why a recording that ended by itself did (nil after Close).
+func (d *DesktopRecorder) Err() error {
+	<-d.done
+	return d.err
+}
+
+// Close ends the recording and waits for its file to be closed.
+func (d *DesktopRecorder) Close() error {
+	d.cancel()
+	<-d.done
+	return nil
+}
+
+// errKeyframe ends a segment when the next one is due.
+var errKeyframe = errors.New("keyframe due")
+
+func (d *DesktopRecorder) run(ctx context.Context, conn net.Conn) {
+	defer close(d.done)
+	defer d.f.Close()
+	failures := 0
+	for {
+		began := time.Now()
+		err := d.segment(ctx, conn)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, errKeyframe):
+			failures = 0
+		case isWriteError(err):
+			d.err = err
+			d.o.Log.Warn("desktop recording stopped", "id", d.f.ID, "err", err)
+			return
+		default:
+			// The server ended the connection: a desktop that stops, or
+			// one started again (a new server). Connect again, after a
+			// pause if connections keep ending at once.
+			if time.Since(began) < time.Second {
+				if failures++; failures >= 3 {
+					d.err = fmt.Errorf("%w: %w", ErrDesktopStopped, err)
+					return
+				}
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(time.Second):
+				}
+			}
+		}
+		if conn, err = d.dial(ctx); err != nil {
+			if ctx.Err() == nil {
+				d.err = fmt.Errorf("%w: %w", ErrDesktopStopped, err)
+				d.o.Log.Info("desktop recording ended", "id", d.f.ID, "why", d.err)
+			}
+			return
+		}
+	}
+}
+
+// writeError is a failure to write the file (as opposed to one of the
+// connection).
+type writeError struct{ err error }
+
+func (e writeError) Error() string { return "record: " + e.err.Error() }
+func (e writeError) Unwrap() error { return e.err }
+
+func isWriteError(err error) bool { var w writeError; return errors.As(err, &w) }
+
+// write appends one record.
+func (d *DesktopRecorder) write(typ byte, p []byte) error {
+	ms := time.Since(d.start).Milliseconds()
+	rec := make([]byte, 0, recordHeaderLen+len(p))
+	rec = append(rec, typ)
+	rec = binary.BigEndian.AppendUint32(rec, uint32(ms))
+	rec = binary.BigEndian.AppendUint32(rec, uint32(len(p)))
+	if _, err := d.f.Write(append(rec, p...)); err != nil {
+		return writeError{err}
+	}
+	return nil
+}
+
+// noVNC's pixel format: 32 bits, depth 24, little-endian, true colour,
+// red at bit 0, green 8, blue 16.
+var novncPixelFormat = []byte{0, 0, 0, 0, 32, 24, 0, 1, 0, 255, 0, 255, 0, 255, 0, 8, 16, 0, 0, 0}
+
+// setEncodings: CopyRect, Tight, Raw, JPEG quality, compression level,
+// DesktopSize, LastRect, ExtendedDesktopSize. No cursor shape (a
+// recording has no pointer to draw it at), no fences or continuous
+// updates (the recorder asks for each update), no H.264 or extended
+// clipboard.
+func setEncodings(q, z int) []byte {
+	encs := []int32{1, 7, 0, -32 + int32(q), -256 + int32(z), -223, -224, -308}
+	b := []byte{2, 0}
+	b = binary.BigEndian.AppendUint16(b, uint16(len(encs)))
+	for _, e := range encs {
+		b = binary.BigEndian.AppendUint32(b, uint32(e))
+	}
+	return b
+}
+
+func updateRequest(incremental bool) []byte {
+	inc := byte(0)
+	if incremental {
+		inc = 1
+	}
+	// The whole screen whatever its size (a resize changes it): the
+	// server cuts a request to the screen.
+	return []byte{3, inc, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff}
+}
+
+// segment records one connection until the next keyframe is due, the
+// connection ends or ctx does. It closes conn.
+func (d *DesktopRecorder) segment(ctx context.Context, conn net.Conn) error {
+	defer conn.Close()
+	var due bool
+	var mu sync.Mutex // guards due
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	keyframe := time.AfterFunc(d.o.Keyframe, func() {
+		mu.Lock()
+		due = true
+		mu.Unlock()
+		conn.Close()
+	})
+	defer keyframe.Stop()
+
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReaderSize(conn, readChunk)
+	hs, err := clientHandshake(br, conn)
+	if err != nil {
+		return fmt.Errorf("record: desktop handshake: %w", err)
+	}
+	if err := d.write(SegmentStart, hs); err != nil {
+		return err
+	}
+	setup := append(append(append([]byte{}, novncPixelFormat...), setEncodings(d.q, d.z)...), updateRequest(false)...)
+	if _, err := conn.Write(setup); err != nil {
+		return fmt.Errorf("record: desktop: %w", err)
+	}
+	conn.SetDeadline(time.Time{})
+
+	// The requester asks for the next update once some of the last one
+	// has come, MinInterval apart: one update in flight, none asked for
+	// while the screen is still. It ends with the segment.
+	asks := make(chan struct{}, 1)
+	segDone := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTimer(0)
+		defer tick.Stop()
+		for {
+			select {
+			case <-segDone:
+				return
+			case <-asks:
+			}
+			if _, err := conn.Write(updateRequest(true)); err != nil {
+				return
+			}
+			tick.Reset(d.o.MinInterval)
+			select {
+			case <-segDone:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	defer wg.Wait()
+	defer close(segDone)
+
+	buf := make([]byte, readChunk)
+	for {
+		n, rerr := br.Read(buf)
+		if n > 0 {
+			if err := d.write(SegmentData, buf[:n]); err != nil {
+				return err
+			}
+			select {
+			case asks <- struct{}{}:
+			default:
+			}
+		}
+		if rerr != nil {
+			mu.Lock()
+			keyframeDue := due
+			mu.Unlock()
+			if keyframeDue {
+				return errKeyframe
+			}
+			return fmt.Errorf("record: desktop: %w", rerr)
+		}
+	}
+}
+
+// clientHandshake runs RFB 3.8's handshake as a client asking for no
+// security, and returns the server's bytes of it.
+func clientHandshake(br *bufio.Reader, w io.Writer) ([]byte, error) {
+	var got bytes.Buffer
+	read := func(n int) ([]byte, error) {
+		b := make([]byte, n)
+		if _, err := io.ReadFull(br, b); err != nil {
+			return nil, err
+		}
+		got.Write(b)
+		return b, nil
+	}
+	v, err := read(12)
+	if err != nil {
+		return nil, err
+	}
+	if string(v) != "RFB 003.008\n" {
+		return nil, fmt.Errorf("server speaks %q, not RFB 3.8", v)
+	}
+	if _, err := io.WriteString(w, "RFB 003.008\n"); err != nil {
+		return nil, err
+	}
+	n, err := read(1)
+	if err != nil {
+		return nil, err
+	}
+	if n[0] == 0 {
+		return nil, errors.New("server refused the connection")
+	}
+	types, err := read(int(n[0]))
+	if err != nil {
+		return nil, err
+	}
+	if !bytes.Contains(types, []byte{1}) {
+		return nil, fmt.Errorf("server asks for security types %v, not none", types)
+	}
+	if _, err := w.Write([]byte{1}); err != nil {
+		return nil, err
+	}
+	res, err := read(4)
+	if err != nil {
+		return nil, err
+	}
+	if binary.BigEndian.Uint32(res) != 0 {
+		return nil, errors.New("server refused the security handshake")
+	}
+	if _, err := w.Write([]byte{1}); err != nil { // ClientInit: shared
+		return nil, err
+	}
+	si, err := read(24)
+	if err != nil {
+		return nil, err
+	}
+	nameLen := binary.BigEndian.Uint32(si[20:])
+	if nameLen > 4096 {
+		return nil, fmt.Errorf("server name of %d bytes", nameLen)
+	}
+	if _, err := read(int(nameLen)); err != nil {
+		return nil, err
+	}
+	return got.Bytes(), nil
+}
+
+// DesktopRecord is one record of a desktop recording.
+type DesktopRecord struct {
+	Type byte
+	At   time.Duration // since the recording's start
+	Data []byte
+}
+
+// DesktopReader reads a desktop recording.
+type DesktopReader struct {
+	Header DesktopHeader
+	r      *bufio.Reader
+	last   uint32
+	n      int
+}
+
+// ErrBadRecording: what is read is not a desktop recording, or is damaged.
+var ErrBadRecording = errors.New("not a deskd desktop recording")
+
+// NewDesktopReader reads the header.
+func NewDesktopReader(r io.Reader) (*DesktopReader, error) {
+	br := bufio.NewReader(r)
+	var head [12]byte
+	if _, err := io.ReadFull(br, head[:]); err != nil || string(head[:8]) != DesktopMagic {
+		return nil, fmt.Errorf("%w: no %s header", ErrBadRecording, DesktopMagic)
+	}
+	n := binary.BigEndian.Uint32(head[8:])
+	if n > MaxDesktopHeader {
+		return nil, fmt.Errorf("%w: a header of %d bytes", ErrBadRecording, n)
+	}
+	hdr := make([]byte, n)
+	if _, err := io.ReadFull(br, hdr); err != nil {
+		return nil, fmt.Errorf("%w: header cut short", ErrBadRecording)
+	}
+	d := &DesktopReader{r: br}
+	if err := json.Unmarshal(hdr, &d.Header); err != nil || d.Header.Version != 1 {
+		return nil, fmt.Errorf("%w: header %.80q", ErrBadRecording, hdr)
+	}
+	return d, nil
+}
+
+// Next returns the next record: io.EOF after the last, and
+// io.ErrUnexpectedEOF for a last record cut short (a crash while it was
+// written: what came before plays).
+func (d *DesktopReader) Next() (DesktopRecord, error) {
+	var h [recordHeaderLen]byte
+	if _, err := io.ReadFull(d.r, h[:]); err != nil {
+		return DesktopRecord{}, err
+	}
+	typ, ms, n := h[0], binary.BigEndian.Uint32(h[1:]), binary.BigEndian.Uint32(h[5:])
+	switch {
+	case typ != SegmentStart && typ != SegmentData:
+		return DesktopRecord{}, fmt.Errorf("%w: record %d has type %d", ErrBadRecording, d.n, typ)
+	case d.n == 0 && typ != SegmentStart:
+		return DesktopRecord{}, fmt.Errorf("%w: it does not start with a segment", ErrBadRecording)
+	case n > MaxDesktopRecord:
+		return DesktopRecord{}, fmt.Errorf("%w: record %d of %d bytes", ErrBadRecording, d.n, n)
+	case ms < d.last:
+		return DesktopRecord{}, fmt.Errorf("%w: record %d goes back in time", ErrBadRecording, d.n)
+	}
+	data := make([]byte, n)
+	if _, err := io.ReadFull(d.r, data); err != nil {
+		return DesktopRecord{}, io.ErrUnexpectedEOF
+	}
+	d.last = ms
+	d.n++
+	return DesktopRecord{Type: typ, At: time.Duration(ms) * time.Millisecond, Data: data}, nil
+}
