@@ -27,7 +27,11 @@ import (
 //	records: u8 type, u32 milliseconds since the start, u32 n, n bytes
 //	  'S' a segment starts: a new connection, the server's bytes from its
 //	      ProtocolVersion on (a noVNC RFB fed them connects and draws)
-//	  'D' more of the segment's bytes
+//	  'D' more of the latest segment's bytes
+//	  'P' more of the previous segment's bytes: it goes on for a while
+//	      after the next has started (overlap), until
+//	  'E' the previous segment has ended (no bytes): playback switches to
+//	      the latest segment from here, where its picture is exact
 //
 // Each record is written as it arrives, in one write: a crash leaves a
 // file that plays up to its last record.
@@ -39,6 +43,8 @@ const DesktopMagic = "DESKREC1"
 const (
 	SegmentStart = 'S'
 	SegmentData  = 'D'
+	PreviousData = 'P'
+	SegmentEnd   = 'E'
 )
 
 // Bounds of the format, for readers.
@@ -54,6 +60,7 @@ type DesktopHeader struct {
 	Version     int       `json:"version"`
 	Start       time.Time `json:"start"`
 	KeyframeMS  int64     `json:"keyframe_ms"`
+	OverlapMS   int64     `json:"overlap_ms"`
 	Quality     int       `json:"quality"`
 	Compression int       `json:"compression"`
 }
@@ -88,6 +95,9 @@ type DesktopRecorder struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	err    error // why it ended, once done is closed
+
+	mu     sync.Mutex // orders the records
+	latest int        // the latest segment started
 }
 
 // ErrDesktopStopped: the desktop went away (its RFB server closed the
@@ -126,7 +136,7 @@ func RecordDesktop(ctx context.Context, f *File, dial Dialer, o DesktopOptions) 
 	if err != nil {
 		return discard(fmt.Errorf("record: desktop: %w", err))
 	}
-	hdr, _ := json.Marshal(DesktopHeader{Version: 1, Start: d.start.UTC(), KeyframeMS: o.Keyframe.Milliseconds(), Quality: d.q, Compression: d.z})
+	hdr, _ := json.Marshal(DesktopHeader{Version: 1, Start: d.start.UTC(), KeyframeMS: o.Keyframe.Milliseconds(), OverlapMS: d.overlap().Milliseconds(), Quality: d.q, Compression: d.z})
 	head := binary.BigEndian.AppendUint32([]byte(DesktopMagic), uint32(len(hdr)))
 	if _, err := f.Write(append(head, hdr...)); err != nil {
 		conn.Close()
@@ -155,32 +165,89 @@ func (d *DesktopRecorder) Close() error {
 	return nil
 }
 
-// errKeyframe ends a segment when the next one is due.
-var errKeyframe = errors.New("keyframe due")
+// segment is one connection of a recording.
+type segment struct {
+	n     int
+	alone bool // the one before had ended: playback uses it at once
+	conn  net.Conn
+	done chan struct{}
+	err  error // why it ended, once done is closed
+}
+
+// overlap is how long a segment goes on after the next has started:
+// the next starts from a full picture at the viewer's quality, and the
+// screen's still parts become exact only after refineDelay (bridge), so
+// playback keeps to the old one until it ends (Player.segmentAt).
+func (d *DesktopRecorder) overlap() time.Duration { return min(time.Second, d.o.Keyframe/2) }
 
 func (d *DesktopRecorder) run(ctx context.Context, conn net.Conn) {
 	defer close(d.done)
 	defer d.f.Close()
+	var cur, prev *segment
+	n := 0
+	start := func(conn net.Conn, alone bool) *segment {
+		s := &segment{n: n, alone: alone, conn: conn, done: make(chan struct{})}
+		n++
+		go func() { // ends when its connection closes
+			defer close(s.done)
+			s.err = d.segment(s)
+		}()
+		return s
+	}
+	stop := func(s *segment) {
+		if s != nil {
+			s.conn.Close()
+			<-s.done
+		}
+	}
+	// endPrev closes the previous segment and notes where it ended.
+	endPrev := func() error {
+		stop(prev)
+		prev = nil
+		return d.write(-1, SegmentEnd, nil)
+	}
+	defer func() { stop(prev); stop(cur) }()
+	cur = start(conn, true)
+	key := time.NewTimer(d.o.Keyframe)
+	defer key.Stop()
+	overlap := time.NewTimer(time.Hour)
+	overlap.Stop()
+	defer overlap.Stop()
 	failures := 0
+	began := time.Now()
 	for {
-		began := time.Now()
-		err := d.segment(ctx, conn)
-		switch {
-		case ctx.Err() != nil:
+		var prevDone <-chan struct{}
+		if prev != nil {
+			prevDone = prev.done
+		}
+		select {
+		case <-ctx.Done():
 			return
-		case errors.Is(err, errKeyframe):
-			failures = 0
-		case isWriteError(err):
-			d.err = err
-			d.o.Log.Warn("desktop recording stopped", "id", d.f.ID, "err", err)
-			return
-		default:
+		case <-prevDone:
+			if isWriteError(prev.err) {
+				d.fail(prev.err)
+				return
+			}
+			if err := endPrev(); err != nil {
+				d.fail(err)
+				return
+			}
+		case <-overlap.C:
+			if err := endPrev(); err != nil {
+				d.fail(err)
+				return
+			}
+		case <-cur.done:
+			if isWriteError(cur.err) {
+				d.fail(cur.err)
+				return
+			}
 			// The server ended the connection: a desktop that stops, or
 			// one started again (a new server). Connect again, after a
 			// pause if connections keep ending at once.
 			if time.Since(began) < time.Second {
 				if failures++; failures >= 3 {
-					d.err = fmt.Errorf("%w: %w", ErrDesktopStopped, err)
+					d.end(cur.err)
 					return
 				}
 				select {
@@ -188,15 +255,47 @@ func (d *DesktopRecorder) run(ctx context.Context, conn net.Conn) {
 					return
 				case <-time.After(time.Second):
 				}
+			} else {
+				failures = 0
 			}
-		}
-		if conn, err = d.dial(ctx); err != nil {
-			if ctx.Err() == nil {
-				d.err = fmt.Errorf("%w: %w", ErrDesktopStopped, err)
-				d.o.Log.Info("desktop recording ended", "id", d.f.ID, "why", d.err)
+			c, err := d.dial(ctx)
+			if err != nil {
+				d.end(err)
+				return
 			}
-			return
+			began, cur = time.Now(), start(c, prev == nil)
+			key.Reset(d.o.Keyframe)
+		case <-key.C:
+			c, err := d.dial(ctx)
+			if err != nil {
+				d.end(err)
+				return
+			}
+			if prev != nil { // a keyframe interval shorter than the overlap
+				if err := endPrev(); err != nil {
+					d.fail(err)
+					return
+				}
+			}
+			prev, cur = cur, start(c, false)
+			began = time.Now()
+			overlap.Reset(d.overlap())
+			key.Reset(d.o.Keyframe)
 		}
+	}
+}
+
+// fail ends the recording on a failure to write it.
+func (d *DesktopRecorder) fail(err error) {
+	d.err = err
+	d.o.Log.Warn("desktop recording stopped", "id", d.f.ID, "err", err)
+}
+
+// end ends the recording when the desktop is gone.
+func (d *DesktopRecorder) end(err error) {
+	if err != nil && !errors.Is(err, context.Canceled) {
+		d.err = fmt.Errorf("%w: %w", ErrDesktopStopped, err)
+		d.o.Log.Info("desktop recording ended", "id", d.f.ID, "why", d.err)
 	}
 }
 
@@ -209,8 +308,24 @@ func (e writeError) Unwrap() error { return e.err }
 
 func isWriteError(err error) bool { var w writeError; return errors.As(err, &w) }
 
-// write appends one record.
-func (d *DesktopRecorder) write(typ byte, p []byte) error {
+// write appends one record of segment n (-1: none): its start, data of
+// the latest segment or of the one before it (the overlap; data of an
+// older one is dropped), or the previous segment's end. Records are
+// timed and written in one order under d.mu.
+func (d *DesktopRecorder) write(n int, typ byte, p []byte) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch {
+	case typ == SegmentStart:
+		d.latest = n
+	case typ == SegmentEnd:
+	case n == d.latest:
+		typ = SegmentData
+	case n == d.latest-1:
+		typ = PreviousData
+	default:
+		return nil
+	}
 	ms := time.Since(d.start).Milliseconds()
 	rec := make([]byte, 0, recordHeaderLen+len(p))
 	rec = append(rec, typ)
@@ -251,30 +366,24 @@ func updateRequest(incremental bool) []byte {
 	return []byte{3, inc, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff}
 }
 
-// segment records one connection until the next keyframe is due, the
-// connection ends or ctx does. It closes conn.
-func (d *DesktopRecorder) segment(ctx context.Context, conn net.Conn) error {
+// segment records one connection until it closes (run closes it, or
+// the server does).
+func (d *DesktopRecorder) segment(s *segment) error {
+	conn := s.conn
 	defer conn.Close()
-	var due bool
-	var mu sync.Mutex // guards due
-	stop := context.AfterFunc(ctx, func() { conn.Close() })
-	defer stop()
-	keyframe := time.AfterFunc(d.o.Keyframe, func() {
-		mu.Lock()
-		due = true
-		mu.Unlock()
-		conn.Close()
-	})
-	defer keyframe.Stop()
-
 	conn.SetDeadline(time.Now().Add(10 * time.Second))
 	br := bufio.NewReaderSize(conn, readChunk)
 	hs, err := clientHandshake(br, conn)
 	if err != nil {
 		return fmt.Errorf("record: desktop handshake: %w", err)
 	}
-	if err := d.write(SegmentStart, hs); err != nil {
+	if err := d.write(s.n, SegmentStart, hs); err != nil {
 		return err
+	}
+	if s.alone && s.n > 0 {
+		if err := d.write(-1, SegmentEnd, nil); err != nil {
+			return err
+		}
 	}
 	setup := append(append(append([]byte{}, novncPixelFormat...), setEncodings(d.q, d.z)...), updateRequest(false)...)
 	if _, err := conn.Write(setup); err != nil {
@@ -317,7 +426,7 @@ func (d *DesktopRecorder) segment(ctx context.Context, conn net.Conn) error {
 	for {
 		n, rerr := br.Read(buf)
 		if n > 0 {
-			if err := d.write(SegmentData, buf[:n]); err != nil {
+			if err := d.write(s.n, SegmentData, buf[:n]); err != nil {
 				return err
 			}
 			select {
@@ -326,12 +435,6 @@ func (d *DesktopRecorder) segment(ctx context.Context, conn net.Conn) error {
 			}
 		}
 		if rerr != nil {
-			mu.Lock()
-			keyframeDue := due
-			mu.Unlock()
-			if keyframeDue {
-				return errKeyframe
-			}
 			return fmt.Errorf("record: desktop: %w", rerr)
 		}
 	}
@@ -409,10 +512,11 @@ type DesktopRecord struct {
 
 // DesktopReader reads a desktop recording.
 type DesktopReader struct {
-	Header DesktopHeader
-	r      *bufio.Reader
-	last   uint32
-	n      int
+	Header   DesktopHeader
+	r        *bufio.Reader
+	last     uint32
+	n        int
+	segments int
 }
 
 // ErrBadRecording: what is read is not a desktop recording, or is damaged.
@@ -450,8 +554,10 @@ func (d *DesktopReader) Next() (DesktopRecord, error) {
 	}
 	typ, ms, n := h[0], binary.BigEndian.Uint32(h[1:]), binary.BigEndian.Uint32(h[5:])
 	switch {
-	case typ != SegmentStart && typ != SegmentData:
+	case typ != SegmentStart && typ != SegmentData && typ != PreviousData && typ != SegmentEnd:
 		return DesktopRecord{}, fmt.Errorf("%w: record %d has type %d", ErrBadRecording, d.n, typ)
+	case (typ == PreviousData || typ == SegmentEnd) && d.segments < 2:
+		return DesktopRecord{}, fmt.Errorf("%w: record %d belongs to no previous segment", ErrBadRecording, d.n)
 	case d.n == 0 && typ != SegmentStart:
 		return DesktopRecord{}, fmt.Errorf("%w: it does not start with a segment", ErrBadRecording)
 	case n > MaxDesktopRecord:
@@ -465,5 +571,8 @@ func (d *DesktopReader) Next() (DesktopRecord, error) {
 	}
 	d.last = ms
 	d.n++
+	if typ == SegmentStart {
+		d.segments++
+	}
 	return DesktopRecord{Type: typ, At: time.Duration(ms) * time.Millisecond, Data: data}, nil
 }

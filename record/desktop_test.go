@@ -112,6 +112,7 @@ func readDesktop(t *testing.T, s *Store, id string) (DesktopHeader, [][]byte, er
 		t.Fatal(err)
 	}
 	var segs [][]byte
+	var ends []bool
 	for {
 		rec, err := r.Next()
 		if err != nil {
@@ -120,8 +121,19 @@ func readDesktop(t *testing.T, s *Store, id string) (DesktopHeader, [][]byte, er
 			}
 			return r.Header, segs, err
 		}
-		if rec.Type == SegmentStart {
+		switch rec.Type {
+		case SegmentStart:
 			segs = append(segs, nil)
+			ends = append(ends, false)
+		case PreviousData:
+			if ends[len(segs)-2] {
+				t.Errorf("data of segment %d after its end", len(segs)-2)
+			}
+			segs[len(segs)-2] = append(segs[len(segs)-2], rec.Data...)
+			continue
+		case SegmentEnd:
+			ends[len(segs)-2] = true
+			continue
 		}
 		segs[len(segs)-1] = append(segs[len(segs)-1], rec.Data...)
 	}
@@ -300,6 +312,8 @@ func TestDesktopReaderBad(t *testing.T) {
 		{"type", append(good, rec('X', 0, 1, "x")...)},
 		{"huge record", append(good, rec('S', 0, MaxDesktopRecord+1, "x")...)},
 		{"back in time", append(append(good, rec('S', 10, 1, "x")...), rec('D', 9, 1, "x")...)},
+		{"previous of none", append(append(good, rec('S', 0, 1, "x")...), rec('P', 1, 1, "x")...)},
+		{"end of none", append(append(good, rec('S', 0, 1, "x")...), rec('E', 1, 0, "")...)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, err := NewDesktopReader(bytes.NewReader(tc.in))

@@ -17,9 +17,10 @@ import (
 //	GET    record/          the recordings, newest first, and what is being recorded
 //	GET    record/{id}      download one (asciicast v2 for a terminal)
 //	DELETE record/{id}      delete a finished one
-//	POST   record/start     {"terminal": true, "input": false, "actions": true}: record terminal
-//	                        sessions (running and new), and/or start the action log
-//	POST   record/stop      {"terminal": true, "actions": true}: finish those recordings
+//	POST   record/start     {"desktop": true, "terminal": true, "input": false, "actions": true}:
+//	                        record the desktop while it runs, terminal sessions (running and
+//	                        new), and/or start the action log
+//	POST   record/stop      {"desktop": true, "terminal": true, "actions": true}: finish those
 
 func (s *Server) recordRoutes(mux *http.ServeMux) {
 	look := s.requireFull
@@ -35,6 +36,8 @@ func (s *Server) recordRoutes(mux *http.ServeMux) {
 
 // recordState is what is being recorded.
 type recordState struct {
+	Desktop       bool   `json:"desktop"`
+	DesktopID     string `json:"desktop_id,omitempty"` // the desktop recording being written
 	Terminal      bool   `json:"terminal"`
 	TerminalInput bool   `json:"terminal_input"`
 	Actions       string `json:"actions,omitempty"` // the action log being written
@@ -43,6 +46,7 @@ type recordState struct {
 
 func (s *Server) recordState() recordState {
 	st := recordState{Bytes: s.cfg.Recordings.Bytes()}
+	st.Desktop, st.DesktopID = s.desktopRecording()
 	if a := s.actions.Load(); a != nil {
 		st.Actions = a.ID()
 	}
@@ -108,6 +112,7 @@ func (s *Server) recordDelete(w http.ResponseWriter, r *http.Request) {
 
 // recordRequest switches recordings; absent fields change nothing.
 type recordRequest struct {
+	Desktop  *bool `json:"desktop,omitempty"`
 	Terminal *bool `json:"terminal,omitempty"`
 	Input    *bool `json:"input,omitempty"` // terminal keystrokes (start only)
 	Actions  *bool `json:"actions,omitempty"`
@@ -122,9 +127,15 @@ func (s *Server) recordSwitch(on bool) http.HandlerFunc {
 			apiError(w, http.StatusBadRequest, "bad record request: "+err.Error())
 			return
 		}
-		if req.Terminal == nil && req.Actions == nil {
-			apiError(w, http.StatusBadRequest, `bad record request: say what to record: {"terminal": true} and/or {"actions": true}`)
+		if req.Desktop == nil && req.Terminal == nil && req.Actions == nil {
+			apiError(w, http.StatusBadRequest, `bad record request: say what to record: {"desktop": true}, {"terminal": true}, {"actions": true}, or several`)
 			return
+		}
+		if req.Desktop != nil && *req.Desktop {
+			s.setDesktopRecording(on)
+			if on {
+				s.waitDesktopRecording(r.Context())
+			}
 		}
 		if req.Actions != nil && *req.Actions {
 			if on {

@@ -68,6 +68,11 @@ func (s *Server) rfbServer(ctx context.Context) (*bridge.Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	return s.rfbFor(display)
+}
+
+// rfbFor returns the RFB server for display, made if needed.
+func (s *Server) rfbFor(display string) (*bridge.Server, error) {
 	h := &s.rfb
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -94,6 +94,11 @@ type Config struct {
 	RecordView       bool
 	// RecordActions starts the action log at once (--record=actions).
 	RecordActions bool
+	// RecordDesktop records the desktop whenever it runs
+	// (--record=desktop); RecordKeyframe is the interval of full
+	// pictures in desktop recordings (0: record's default).
+	RecordDesktop  bool
+	RecordKeyframe time.Duration
 	// Proxy is the browser's way out (a start request may change it,
 	// which restarts Chromium alone); nil: no upstream proxy support.
 	Proxy *proxy.Switch
@@ -118,6 +123,7 @@ type Server struct {
 	// serialises its start and stop.
 	actions   atomic.Pointer[record.Actions]
 	actionsMu sync.Mutex
+	deskRec   deskRec // desktop recording (recdesk.go)
 	takeover  takeover
 	lease     lease
 	human     humanInput
@@ -157,6 +163,15 @@ func New(cfg Config) *Server {
 		if err := s.startActions(); err != nil {
 			s.log.Error("action log not started", "err", err)
 		}
+	}
+	s.deskRec.poke = make(chan struct{}, 1)
+	if cfg.Recordings != nil && s.handlers.TryAdd() {
+		s.deskRec.on = cfg.RecordDesktop
+		s.deskRec.nudge()
+		go func() { // ends at Close
+			defer s.handlers.Done()
+			s.deskRecLoop(s.base)
+		}()
 	}
 	mux := s.routes()
 	s.public = s.withPanel(mux)
@@ -365,6 +380,9 @@ func (s *Server) Activate(ctx context.Context, o desktop.StartOptions) (desktop.
 		s.log.Error("desktop start failed", "err", err)
 	}
 	s.metrics.activation(result)
+	if err == nil {
+		s.deskRec.nudge() // a recording may wait for the desktop
+	}
 	return st, err
 }
 

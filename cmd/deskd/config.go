@@ -23,9 +23,10 @@ import (
 	"github.com/cubepod/deskd/x11"
 )
 
-// recordsTerminal and recordsActions: what --record records from the start.
+// recordsTerminal, recordsActions, recordsDesktop: what --record records from the start.
 func (c *Config) recordsTerminal() bool { return slices.Contains(splitList(c.Record), "terminal") }
 func (c *Config) recordsActions() bool  { return slices.Contains(splitList(c.Record), "actions") }
+func (c *Config) recordsDesktop() bool  { return slices.Contains(splitList(c.Record), "desktop") }
 
 // Config is what the flags say.
 type Config struct {
@@ -86,6 +87,7 @@ type Config struct {
 	RecordMaxAge         time.Duration
 	RecordInput          bool
 	RecordView           bool
+	RecordKeyframe       time.Duration
 	H264                 string // "auto" or "off"
 	X264                 string
 	StopDaemon           bool // stop --daemon
@@ -192,7 +194,7 @@ func ParseFlags(cmd string, args []string, stderr io.Writer) (*Config, error) {
 	}
 	fs.Int64Var(&c.MaxUploadMiB, "max-upload-mib", maxUp, "largest file the files API accepts, in MiB (env DESKD_MAX_UPLOAD_MIB)")
 	fs.BoolVar(&c.TabFollow, "tab-follow", envBool("tab-follow", "true"), "bring the browser tab an agent acts on over CDP to the front, so the desktop shows it (not while a person uses the desktop); a start request's \"tab_follow\" switches it (env DESKD_TAB_FOLLOW)")
-	str(&c.Record, "record", "", `record from the start: "terminal" (every terminal session, asciicast v2), "actions" (the action log, JSONL), or both ("terminal,actions"); "" records only what POST record/start asks for`)
+	str(&c.Record, "record", "", `record from the start: "desktop" (the desktop whenever it runs, what a viewer is sent), "terminal" (every terminal session, asciicast v2), "actions" (the action log, JSONL), or several ("desktop,terminal,actions"); "" records only what POST record/start asks for`)
 	str(&c.RecordDir, "record-dir", "", "where recordings go (default RUN_DIR/recordings)")
 	recMax, err := strconv.ParseInt(env("record-max-mib", "1024"), 10, 64)
 	if err != nil {
@@ -205,6 +207,11 @@ func ParseFlags(cmd string, args []string, stderr io.Writer) (*Config, error) {
 	}
 	fs.DurationVar(&c.RecordMaxAge, "record-max-age", recAge, "finished recordings older than this are dropped (env DESKD_RECORD_MAX_AGE)")
 	fs.BoolVar(&c.RecordInput, "record-input", envBool("record-input", "false"), "terminal recordings take keystrokes too (keys can be passwords) (env DESKD_RECORD_INPUT)")
+	recKey, err := time.ParseDuration(env("record-keyframe", "10s"))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", envName("record-keyframe"), err)
+	}
+	fs.DurationVar(&c.RecordKeyframe, "record-keyframe", recKey, "desktop recordings start again from a full picture this often: replay seeks from there (env DESKD_RECORD_KEYFRAME)")
 	fs.BoolVar(&c.RecordView, "record-view", envBool("record-view", "false"), "view tokens may list and download recordings (env DESKD_RECORD_VIEW)")
 	fs.BoolVar(&c.OneCore, "one-core", envBool("one-core", "true"), "run deskd's ordinary work on one scheduler thread (fewer thread wake-ups a frame); big encodes still use every core while they run; false: every core always; a GOMAXPROCS in the environment wins (env DESKD_ONE_CORE)")
 	str(&c.H264, "h264", "auto", `H.264 (RFB encoding 50) for the part of the screen that keeps moving, to viewers that take it: "auto" (when x264 is installed) or "off"`)
@@ -379,12 +386,15 @@ func (c *Config) validate() error {
 		return fmt.Errorf("--a11y: %w", err)
 	}
 	for _, w := range splitList(c.Record) {
-		if w != "terminal" && w != "actions" {
-			return fmt.Errorf("--record %.60q: want a list of terminal and actions, or nothing", c.Record)
+		if w != "terminal" && w != "actions" && w != "desktop" {
+			return fmt.Errorf("--record %.60q: want a list of desktop, terminal and actions, or nothing", c.Record)
 		}
 	}
 	if c.RecordMaxMiB < 1 || c.RecordMaxMiB > 1<<30 {
 		return fmt.Errorf("--record-max-mib %d: want 1 or more", c.RecordMaxMiB)
+	}
+	if c.RecordKeyframe < time.Second || c.RecordKeyframe > time.Hour {
+		return fmt.Errorf("--record-keyframe %v: want 1s to 1h", c.RecordKeyframe)
 	}
 	if c.RecordMaxAge < time.Minute {
 		return fmt.Errorf("--record-max-age %v: want a minute or more", c.RecordMaxAge)
@@ -546,7 +556,7 @@ func (c *Config) serveArgs() []string {
 		"--max-upload-mib=" + strconv.FormatInt(c.MaxUploadMiB, 10), "--one-core=" + strconv.FormatBool(c.OneCore),
 		"--h264=" + c.H264, "--x264=" + c.X264, "--tab-follow=" + strconv.FormatBool(c.TabFollow), "--a11y=" + c.A11y,
 		"--record=" + c.Record, "--record-dir=" + c.RecordDir, "--record-max-mib=" + strconv.FormatInt(c.RecordMaxMiB, 10),
-		"--record-max-age=" + c.RecordMaxAge.String(), "--record-input=" + strconv.FormatBool(c.RecordInput), "--record-view=" + strconv.FormatBool(c.RecordView),
+		"--record-max-age=" + c.RecordMaxAge.String(), "--record-input=" + strconv.FormatBool(c.RecordInput), "--record-view=" + strconv.FormatBool(c.RecordView), "--record-keyframe=" + c.RecordKeyframe.String(),
 		"--proxy=" + c.Proxy, "--proxy-bypass=" + c.ProxyBypass,
 	}
 	return args

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -14,10 +15,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/coder/websocket"
 	"github.com/cubepod/deskd/internal/testenv"
 	"github.com/cubepod/deskd/panel"
 	"github.com/cubepod/deskd/record"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // termSession opens a terminal session on base and returns a function
@@ -283,5 +286,156 @@ func TestActionLog(t *testing.T) {
 	}
 	if !bytes.Contains(raw, []byte(`"method":"Page.navigate"`)) || !bytes.Contains(raw, []byte(`"op":"upload"`)) || !bytes.Contains(raw, []byte(`"op":"download"`)) {
 		t.Fatalf("cdp or file events:\n%s", raw)
+	}
+}
+
+// liveHashJS is the SHA-256 of noVNC's canvas on the desktop page, as
+// replay.js's hash computes it for the replay's.
+const liveHashJS = `(async () => { const c = document.querySelector("#screen canvas"); const d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data; const h = await crypto.subtle.digest("SHA-256", d); return c.width + "x" + c.height + ":" + Array.from(new Uint8Array(h), b => b.toString(16).padStart(2, "0")).join(""); })()`
+
+// TestDesktopRecording: a person types through noVNC and an agent
+// through MCP while the desktop is recorded; the replay page, seeked to
+// the markers of the action log, shows the pixels the live viewer showed
+// then, and a keyframe reproduces the picture before it.
+func TestDesktopRecording(t *testing.T) {
+	chromium := testenv.Chromium(t)
+	e := newInstall(t, "--record-keyframe", "2s")
+	deskd := serveDeskd(t, e)
+	full := panelURL(t, deskd, panel.ScopeFull)
+	// A page that holds still: no caret blinking.
+	page := `data:text/html,<title>rec</title><style>html,body{margin:0;height:100%}textarea{box-sizing:border-box;width:100%;height:100%;font:48px monospace;caret-color:transparent;border:0;outline:0;resize:none}</style><textarea id=i></textarea>`
+	if code, b := apiDo(t, "POST", full+"/api/desktop/start", `{"url":"`+page+`"}`); code != 200 {
+		t.Fatalf("start: %d %s", code, b)
+	}
+	code, b := apiDo(t, "POST", full+"/record/start", `{"desktop":true,"actions":true}`)
+	var st struct {
+		Desktop   bool
+		DesktopID string `json:"desktop_id"`
+		Actions   string
+	}
+	if json.Unmarshal(b, &st); code != 200 || !st.Desktop || !strings.HasPrefix(st.DesktopID, "desktop-") || st.Actions == "" {
+		t.Fatalf("record/start: %d %s", code, b)
+	}
+
+	br := newBrowser(t, chromium)
+	br.load(full+"/vnc.html?autoconnect=true&resize=scale", `document.body.dataset.state === "connected"`)
+	desk := desktopPage(t, full+"/cdp")
+	// The person: a click into the field and keys through noVNC.
+	br.clickCanvas(t, 0.5, 0.5)
+	if err := chromedp.Do(br.ctx, chromedp.KeyEvent("person")); err != nil {
+		t.Fatal(err)
+	}
+	waitDesktop(t, desk, `document.getElementById("i").value === "person"`)
+	// Its burst ends 2 s after the last key: the marker of its end, on a
+	// screen that holds still from then on.
+	logHas := func(s string) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			if _, raw := apiDo(t, "GET", full+"/record/"+st.Actions, ""); bytes.Contains(raw, []byte(s)) {
+				return
+			} else if time.Now().After(deadline) {
+				t.Fatalf("the action log never had %s:\n%s", s, raw)
+			}
+		}
+	}
+	logHas(`"phase":"end"`)
+	time.Sleep(300 * time.Millisecond)
+	person := br.eval(t, liveHashJS)
+
+	// The agent, through MCP.
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	cl := mcp.NewClient(&mcp.Implementation{Name: "deskd-e2e", Version: "1"}, nil)
+	sess, err := cl.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: full + "/mcp", DisableStandaloneSSE: true}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	if r, err := sess.CallTool(ctx, &mcp.CallToolParams{Name: "type", Arguments: map[string]any{"text": " agent"}}); err != nil || r.IsError {
+		t.Fatalf("MCP type: %v %+v", err, r)
+	}
+	waitDesktop(t, desk, `document.getElementById("i").value === "person agent"`)
+	time.Sleep(time.Second) // JPEG made exact, at the latest 150 ms after the last change
+	agentAt := time.Now()
+	agent := br.eval(t, liveHashJS)
+	if agent == person {
+		t.Fatal("the agent's typing changed nothing on the viewer's canvas")
+	}
+	time.Sleep(2500 * time.Millisecond) // a keyframe on the still screen
+	if code, b := apiDo(t, "POST", full+"/record/stop", `{"desktop":true,"actions":true}`); code != 200 || bytes.Contains(b, []byte(`"desktop":true`)) {
+		t.Fatalf("record/stop: %d %s", code, b)
+	}
+	for _, r := range recordings(t, full).Recordings {
+		if r.ID == st.DesktopID && r.Active {
+			t.Fatalf("%s is still being written after the stop", r.ID)
+		}
+	}
+
+	br.load(full+"/replay.html?id="+st.DesktopID, `!!window.replay`)
+	br.check(t)
+	var info struct {
+		Start    time.Time
+		Duration float64
+		Segments []struct {
+			Start  float64
+			Usable *float64 // nil: never (its predecessor went on to the end)
+		}
+		Markers []struct {
+			MS    float64
+			Kind  string
+			Label string
+		}
+	}
+	if err := json.Unmarshal([]byte(br.eval(t, `JSON.stringify({start: replay.header.start, duration: replay.duration, segments: replay.segments, markers: replay.markers})`)), &info); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("replay: %.1f s, %d segments, markers %+v", info.Duration/1000, len(info.Segments), info.Markers)
+	seek := func(ms float64) string {
+		t.Helper()
+		return br.eval(t, fmt.Sprintf(`replay.seek(%f).then(() => replay.hash())`, ms))
+	}
+	var takeoverEnd, mcpAt float64 = -1, -1
+	for _, m := range info.Markers {
+		switch {
+		case m.Kind == "takeover" && strings.Contains(m.Label, "ended"):
+			takeoverEnd = m.MS
+		case m.Kind == "mcp" && mcpAt < 0:
+			mcpAt = m.MS
+		}
+	}
+	if takeoverEnd < 0 || mcpAt < 0 || mcpAt < takeoverEnd {
+		t.Fatalf("markers: want the person's input ending, then the agent's MCP call: %+v", info.Markers)
+	}
+	agentMS := float64(agentAt.Sub(info.Start).Milliseconds())
+	if got := seek(takeoverEnd); got != person {
+		t.Errorf("seeked to the end of the person's input (%.0f ms): %s, the live viewer showed %s", takeoverEnd, got, person)
+	}
+	if got := seek(agentMS); got != agent {
+		t.Errorf("seeked to %.0f ms after the agent typed: %s, the live viewer showed %s", agentMS, got, agent)
+	}
+	if got := seek(takeoverEnd); got != person { // back again, across segments
+		t.Errorf("seeked back to %.0f ms: %s, want %s", takeoverEnd, got, person)
+	}
+	// A keyframe on the still screen, from where playback uses it,
+	// shows what the updates before it had drawn.
+	kf := -1.0
+	for _, s := range info.Segments {
+		if s.Usable != nil && *s.Usable > agentMS+100 && *s.Usable-s.Start < 1500 {
+			kf = *s.Usable
+			break
+		}
+	}
+	if kf < 0 || len(info.Segments) < 3 {
+		t.Fatalf("segments %+v: want one every 2 s, used a second after it starts, one after %.0f ms", info.Segments, agentMS)
+	}
+	before, after := seek(kf-50), seek(kf+50)
+	if before != agent || after != agent {
+		t.Errorf("around the keyframe at %.0f ms: %s before, %s after; live %s", kf, before, after, agent)
+	}
+	// Played, not seeked: from the start at 16x to the end.
+	br.eval(t, `(replay.seek(0), replay.speed(8), replay.play(), "ok")`)
+	br.waitJS(t, `replay.position() >= replay.duration`)
+	if got := br.eval(t, `replay.seek(replay.duration).then(() => replay.hash())`); got != agent {
+		t.Errorf("played to the end: %s, want %s", got, agent)
 	}
 }
