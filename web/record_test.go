@@ -96,6 +96,16 @@ func TestRecordHostile(t *testing.T) {
 		{"POST", full + "/record/start", js, `{` + strings.Repeat(" ", maxAPIBody) + `}`, 400, ""},
 		{"POST", full + "/record/start", js, `{"terminal":true}`, 409, "no terminal"},
 		{"PUT", full + "/record/start", js, `{}`, 405, ""},
+		{"POST", view + "/record/start", js, `{"desktop":true}`, 403, ""},
+		{"POST", view + "/record/stop", js, `{"desktop":true}`, 403, ""},
+		{"POST", full + "/record/start", js, `{"desktop":1}`, 400, "bad record request"},
+		{"GET", full + "/record/desktop-20261207T120000Z-0a1b2c3d", "", "", 404, "no such recording"},
+		{"GET", full + "/record/desktop-20261207T120000Z-0a1b2c3d.deskrec", "", "", 400, "recording id"},
+		// Switched on, desktop recording waits for the desktop: it never
+		// starts it (no recording below).
+		{"POST", full + "/record/start", js, `{"desktop":true}`, 200, `"desktop":true,"terminal"`},
+		{"GET", full + "/api/desktop/status", "", "", 200, `"status":"stopped"`},
+		{"POST", full + "/record/stop", js, `{"desktop":true}`, 200, `"desktop":false`},
 	}
 	for _, tt := range tests {
 		req := httptest.NewRequest(tt.method, tt.path, strings.NewReader(tt.body))
