@@ -212,6 +212,12 @@ type client struct {
 	// marks describe are marked again (see writeLoop).
 	markedGen   uint64
 	extSizeSent bool // it has had its first ExtendedDesktopSize
+	// Taps following it (tap.go); keyMarked: their keyframe is marked
+	// and not sent yet; left: the viewer has gone (no new taps).
+	taps      []*tap
+	keyMarked bool
+	left      bool
+	since     time.Time // when it connected
 
 	// Used by the writer only.
 	sent       int32 // encoding of the previous update, to log changes
@@ -399,6 +405,7 @@ func (c *client) writeLoop(ctx context.Context) error {
 			}
 			c.mu.Lock()
 		}
+		c.markKeyframe()
 		if c.size != nil && (c.requested || c.flow.enabled) {
 			if err := c.sendSize(); err != nil { // unlocks c.mu
 				return err
@@ -446,6 +453,13 @@ func (c *client) writeLoop(ctx context.Context) error {
 		full := c.whole
 		c.whole = Rect{}
 		c.requested = false
+		// The update a tap waits for: the whole screen, forgotten below.
+		keyframe := c.keyMarked && contains(full, Rect{0, 0, c.fbW, c.fbH})
+		c.keyMarked = false
+		if keyframe && c.video.st != nil { // a video region goes without pixels
+			c.closeTaps()
+			keyframe = false
+		}
 		if c.pf != nil { // the new format applies from this update on
 			c.enc.pw = newPixelWriter(*c.pf)
 			c.pf = nil
@@ -469,7 +483,7 @@ func (c *client) writeLoop(ctx context.Context) error {
 		c.mu.Unlock()
 		// Viewers with equal Tight settings share independently encoded tiles.
 		var sh *sharing
-		if encoding == EncTight && c.s.peers(key) >= 2 {
+		if encoding == EncTight && !c.recorder && c.s.peers(key) >= 2 {
 			sh = &sharing{cache: &c.s.cache, key: key, idx: make([]int, len(rects)), versions: make([]uint64, len(rects))}
 		}
 		if sh != nil {
@@ -564,9 +578,20 @@ func (c *client) writeLoop(ctx context.Context) error {
 			c.s.log.Debug("viewer encoding", "encoding", encodingName(encoding), "jpeg_quality", c.enc.quality, "bpp", c.enc.pw.pf.BPP)
 			c.sent = encoding
 		}
+		var prefix []byte
+		if keyframe {
+			var ok bool
+			if prefix, ok = c.tapPrefix(); !ok {
+				c.mu.Lock()
+				c.closeTaps()
+				c.mu.Unlock()
+				keyframe = false
+			}
+		}
 		if err := c.sendUpdate(send, encoding, cursor, cp, push, sh); err != nil {
 			return err
 		}
+		c.tee(keyframe, prefix)
 		// Which tiles the viewer now has as JPEG: those wait for the
 		// screen to be still, then go again lossless.
 		pending := c.forgetLossy(rects)
@@ -639,7 +664,11 @@ func (c *client) sendSize() error {
 	if _, err := c.bw.Write(c.out); err != nil {
 		return err
 	}
-	return c.bw.Flush()
+	if err := c.bw.Flush(); err != nil {
+		return err
+	}
+	c.tee(false, nil)
+	return nil
 }
 
 func encodingName(e int32) string {

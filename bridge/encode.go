@@ -149,10 +149,17 @@ func newEncoder(pf PixelFormat) *encoder {
 }
 
 // zstream is a persistent zlib stream flushed (sync) after each use.
+// hist keeps the last of what went through it (the window a decoder
+// holds, zlibWindow bytes): a recorder that follows the viewer from
+// the middle of its stream starts its decoder with it (tap.go).
 type zstream struct {
-	buf bytes.Buffer
-	w   *zlib.Writer
+	buf  bytes.Buffer
+	w    *zlib.Writer
+	hist []byte
 }
+
+// zlibWindow is deflate's window: no match reaches further back.
+const zlibWindow = 32 << 10
 
 func newZstream(level int) *zstream {
 	z := &zstream{}
@@ -165,7 +172,30 @@ func (z *zstream) compress(p []byte) []byte {
 	z.buf.Reset()
 	z.w.Write(p)
 	z.w.Flush()
+	z.remember(p)
 	return z.buf.Bytes()
+}
+
+// remember keeps the window's worth of the stream's input; it copies
+// the window down only when twice that has gathered.
+func (z *zstream) remember(p []byte) {
+	if len(p) >= zlibWindow {
+		z.hist = append(z.hist[:0], p[len(p)-zlibWindow:]...)
+		return
+	}
+	if len(z.hist)+len(p) > 2*zlibWindow {
+		n := copy(z.hist, z.hist[len(z.hist)-(zlibWindow-len(p)):])
+		z.hist = z.hist[:n]
+	}
+	z.hist = append(z.hist, p...)
+}
+
+// window is what a decoder of the stream holds now.
+func (z *zstream) window() []byte {
+	if len(z.hist) > zlibWindow {
+		return z.hist[len(z.hist)-zlibWindow:]
+	}
+	return z.hist
 }
 
 func (e *encoder) stream(p **zstream) *zstream {
@@ -467,6 +497,7 @@ func (e *encoder) tightControl(ctl byte, stream int) byte {
 	}
 	if z := e.tightStream[stream]; z != nil {
 		z.w.Reset(&z.buf)
+		z.hist = z.hist[:0]
 	}
 	return ctl | 1<<stream
 }

@@ -145,6 +145,12 @@ func serve(t *testing.T, s *Server, o ConnOptions) (net.Conn, chan error) {
 func dialRFB(t *testing.T, s *Server, version, password string, o ConnOptions) *rfbClient {
 	t.Helper()
 	conn, done := serve(t, s, o)
+	return handshakeRFB(t, conn, done, version, password)
+}
+
+// handshakeRFB runs the client's side of the handshake on conn.
+func handshakeRFB(t *testing.T, conn net.Conn, done chan error, version, password string) *rfbClient {
+	t.Helper()
 	c := &rfbClient{t: t, c: conn, br: bufio.NewReader(conn), closed: done}
 	conn.SetDeadline(time.Now().Add(10 * time.Second))
 	v := c.read(12)

@@ -108,14 +108,18 @@ func (s *Server) bumpVersions() {
 	s.cache.clear()
 }
 
-// peers counts the viewers whose settings are key (the caller included).
+// peers counts the viewers whose settings are key (the caller
+// included). A recorder's own connection is not one: sharing would make
+// the viewers' streams independent for good (encode.go), a cost they
+// would keep after the recorder has switched to following one of them
+// (tap.go).
 func (s *Server) peers(key encKey) int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	n := 0
 	for c := range s.clients {
 		c.mu.Lock()
-		if c.key == key {
+		if c.key == key && !c.recorder {
 			n++
 		}
 		c.mu.Unlock()

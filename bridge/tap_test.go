@@ -1,0 +1,158 @@
+package bridge
+
+import (
+	"errors"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+)
+
+// tapReader reads a tap as a recorder's decoder would: the handshake
+// (which comes with the keyframe: after the viewer's next update, which
+// keyframe makes), then updates.
+func tapReader(t *testing.T, s *Server, keyframe func()) *rfbClient {
+	t.Helper()
+	conn, err := s.Tap(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	keyframe()
+	r := handshakeRFB(t, conn, nil, version38, "")
+	r.pf, r.tight.pf = noVNCFormat, noVNCFormat // what the viewer asked for
+	return r
+}
+
+// scribble paints n rectangles of text-like and noisy content.
+func scribble(scr *memScreen, rng *rand.Rand, n int) {
+	w, h := scr.f.W, scr.f.H
+	for range n {
+		r := Rect{rng.IntN(w - 40), rng.IntN(h - 30), 8 + rng.IntN(32), 4 + rng.IntN(26)}
+		scr.mu.Lock()
+		for y := r.Y; y < r.Y+r.H; y++ {
+			for x := r.X; x < r.X+r.W; x++ {
+				p := scr.f.at(x, y)
+				c := []uint32{0xffffff, 0x202020, 0x3366cc, 0xcc3333}[(x^y)&3]
+				if rng.IntN(4) == 0 {
+					c = rng.Uint32() & 0xffffff
+				}
+				p[0], p[1], p[2] = byte(c), byte(c>>8), byte(c>>16)
+			}
+		}
+		scr.mu.Unlock()
+		scr.damage <- toImage(r)
+	}
+}
+
+// catchUp reads the tap's updates until it shows what the viewer does.
+func catchUp(t *testing.T, r, v *rfbClient) {
+	t.Helper()
+	waitUntil(t, "the tap's updates", func() bool {
+		r.update()
+		return slices.Equal(r.fb, v.fb)
+	})
+}
+
+// step changes the screen and has the viewer take it; the tap must
+// bring the same update.
+func step(t *testing.T, scr *memScreen, rng *rand.Rand, v *rfbClient, taps ...*rfbClient) {
+	t.Helper()
+	scribble(scr, rng, 3)
+	waitUntil(t, "the viewer's update", func() bool {
+		v.request(true)
+		v.update()
+		return v.matches(scr)
+	})
+	for i, r := range taps {
+		catchUp(t, r, v)
+		if !r.matches(scr) {
+			t.Fatalf("tap %d does not show the screen", i)
+		}
+	}
+}
+
+// A tap decodes from the middle of a viewer's stream: its Tight zlib
+// streams primed with what the viewer's inflaters hold, then the
+// keyframe, then every update the viewer gets; a second tap starts
+// later while the first goes on; taps end with the viewer.
+func TestTapFollowsViewer(t *testing.T) {
+	scr := newMemScreen(320, 200)
+	rng := rand.New(rand.NewPCG(1, 2))
+	scribble(scr, rng, 40)
+	s := newTestServer(t, scr, "")
+	v := noVNCViewer(t, s, EncTight) // lossless: exact comparisons
+	for range 5 {
+		step(t, scr, rng, v) // the streams' history grows
+	}
+	a := tapReader(t, s, func() { step(t, scr, rng, v) })
+	// Its first update primes the decoder (pixels the keyframe covers),
+	// then come the keyframe and what the viewer got after it.
+	a.update()
+	catchUp(t, a, v)
+	for range 5 {
+		step(t, scr, rng, v, a)
+	}
+	b := tapReader(t, s, func() { step(t, scr, rng, v, a) })
+	b.update()
+	catchUp(t, b, v)
+	for range 5 {
+		step(t, scr, rng, v, a, b)
+	}
+	if a.jpegs+b.jpegs != 0 {
+		t.Fatal("JPEG in a lossless stream")
+	}
+	// The viewer leaves: the taps end; no one else to follow.
+	v.c.Close()
+	for _, r := range []*rfbClient{a, b} {
+		r.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.ReadAll(r.br); err != nil {
+			t.Fatalf("tap after the viewer left: %v", err)
+		}
+	}
+	if _, err := s.Tap(t.Context()); !errors.Is(err, ErrNoSource) {
+		t.Fatalf("tap with no viewer: %v", err)
+	}
+}
+
+// Viewers that cannot be followed: the server's own pixel format, a
+// recorder, Raw only; two viewers sharing tiles (independent streams:
+// no priming) can.
+func TestTapSources(t *testing.T) {
+	scr := newMemScreen(256, 128)
+	rng := rand.New(rand.NewPCG(3, 4))
+	scribble(scr, rng, 20)
+	s := newTestServer(t, scr, "")
+	other := dialRFB(t, s, version38, "", ConnOptions{})
+	other.tight.pf = other.pf
+	other.setEncodings(EncTight)
+	other.request(false)
+	other.update()
+	rec := dialRFB(t, s, version38, "", ConnOptions{Recorder: true})
+	rec.setPixelFormat(noVNCFormat)
+	rec.setEncodings(EncTight)
+	rec.request(false)
+	rec.update()
+	raw := noVNCViewer(t, s, EncRaw)
+	_ = raw
+	if _, err := s.Tap(t.Context()); !errors.Is(err, ErrNoSource) {
+		t.Fatalf("tap of a recorder, the server's format or Raw: %v", err)
+	}
+	v1 := noVNCViewer(t, s, EncTight, encJPEGQuality0+8)
+	v2 := noVNCViewer(t, s, EncTight, encJPEGQuality0+8)
+	v2.request(true)
+	a := tapReader(t, s, func() {
+		scribble(scr, rng, 3)
+		v1.request(true)
+		v1.update()
+	})
+	catchUp(t, a, v1) // no priming: independent streams
+	for range 5 {
+		scribble(scr, rng, 3)
+		v1.request(true)
+		v1.update()
+		catchUp(t, a, v1)
+	}
+	_ = v2
+}
