@@ -513,6 +513,10 @@ func (c *client) writeLoop(ctx context.Context) error {
 		if cp != nil { // the viewer moves its pixels before any others land
 			c.snap.move(*cp)
 		}
+		var approx []bool
+		if keyframe { // which tiles it holds as JPEG, before forgetting
+			approx = c.approxTiles()
+		}
 		if full = full.Intersect(Rect{0, 0, c.fbW, c.fbH}); !full.Empty() {
 			c.snap.forget(full) // asked for in full: sent whatever it has
 		}
@@ -579,6 +583,7 @@ func (c *client) writeLoop(ctx context.Context) error {
 			c.sent = encoding
 		}
 		var prefix []byte
+		split := -1
 		if keyframe {
 			var ok bool
 			if prefix, ok = c.tapPrefix(); !ok {
@@ -586,9 +591,16 @@ func (c *client) writeLoop(ctx context.Context) error {
 				c.closeTaps()
 				c.mu.Unlock()
 				keyframe = false
+			} else {
+				// What the viewer holds exactly goes lossless (it sees no
+				// change), what it holds as JPEG goes as JPEG (it and the
+				// tap see the same new one): one encoder each.
+				send, split = keyframeOrder(send, approx, c.fbW)
+				c.enc.quality = -1
+				sh = nil
 			}
 		}
-		if err := c.sendUpdate(send, encoding, cursor, cp, push, sh); err != nil {
+		if err := c.sendUpdate(send, encoding, cursor, cp, push, sh, split); err != nil {
 			return err
 		}
 		c.tee(keyframe, prefix)
@@ -709,7 +721,9 @@ func (c *client) choose() int32 {
 // sendUpdate writes a FramebufferUpdate (§7.6.1): u8 0, pad, u16 n, then
 // per rectangle u16 x, y, w, h, s32 encoding and its body. A pushed one
 // (push) may be followed by a fence request (flow.go).
-func (c *client) sendUpdate(rects []Rect, encoding int32, cursor *cursorShape, cp *scroll, push bool, sh *sharing) error {
+// split, when not -1, is where c.enc2 takes over from c.enc (a
+// keyframe: keyframeOrder).
+func (c *client) sendUpdate(rects []Rect, encoding int32, cursor *cursorShape, cp *scroll, push bool, sh *sharing, split int) error {
 	n := 0 // rectangles, written in the header once known
 	if cursor != nil {
 		n++
@@ -731,12 +745,15 @@ func (c *client) sendUpdate(rects []Rect, encoding int32, cursor *cursorShape, c
 		n++
 	}
 	video = len(c.out) - video
-	if total := area(rects); encoding == EncTight && total >= parallelArea && len(rects) > 1 && c.s.cfg.Cores.N() > 1 {
+	if total := area(rects); split >= 0 || encoding == EncTight && total >= parallelArea && len(rects) > 1 && c.s.cfg.Cores.N() > 1 {
 		// Two halves of equal area at once, each with its own Tight
 		// streams; appended in order, every stream still sees its data
 		// in order.
 		release := c.s.cfg.Cores.Widen()
-		half := splitArea(rects, total)
+		half := split
+		if half < 0 {
+			half = splitArea(rects, total)
+		}
 		done := make(chan struct{})
 		var n2 int
 		go func() { // ends before sendUpdate goes on

@@ -70,14 +70,7 @@ func (TapConn) ExactStart() bool { return true }
 // returned connection is closed, ctx ends, the viewer leaves or cannot
 // be followed any longer (then reads end with io.EOF).
 func (s *Server) Tap(ctx context.Context) (net.Conn, error) {
-	s.mu.RLock()
-	var src *client
-	for c := range s.clients {
-		if c.followable() && (src == nil || c.since.Before(src.since)) {
-			src = c
-		}
-	}
-	s.mu.RUnlock()
+	src := s.source()
 	if src == nil {
 		return nil, ErrNoSource
 	}
@@ -108,6 +101,22 @@ func (s *Server) Tap(ctx context.Context) (net.Conn, error) {
 		t.run()
 	}()
 	return TapConn{theirs}, nil
+}
+
+// Followable says whether Tap would find a viewer to follow.
+func (s *Server) Followable() bool { return s.source() != nil }
+
+// source is the viewer connected longest that a tap can follow.
+func (s *Server) source() *client {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var src *client
+	for c := range s.clients {
+		if c.followable() && (src == nil || c.since.Before(src.since)) {
+			src = c
+		}
+	}
+	return src
 }
 
 // followable: a viewer whose stream a tap can follow. Callers hold s.mu.
@@ -313,4 +322,35 @@ func (c *client) tee(key bool, prefix []byte) {
 			t.push(prefix, c.out)
 		}
 	}
+}
+
+// approxTiles says, for each tile of the screen, whether the viewer
+// holds any of it as JPEG. Writer only.
+func (c *client) approxTiles() []bool {
+	cols, rows := (c.fbW+tile-1)/tile, (c.fbH+tile-1)/tile
+	out := make([]bool, cols*rows)
+	for ty := range rows {
+		for tx := range cols {
+			r := Rect{tx * tile, ty * tile, min(tile, c.fbW-tx*tile), min(tile, c.fbH-ty*tile)}
+			out[ty*cols+tx] = c.snap.anyApprox(r)
+		}
+	}
+	return out
+}
+
+// keyframeOrder puts the rectangles of tiles the viewer held exactly
+// first and those it held as JPEG after, and says where the second part
+// starts.
+func keyframeOrder(rects []Rect, approx []bool, w int) ([]Rect, int) {
+	cols := (w + tile - 1) / tile
+	out := make([]Rect, 0, len(rects))
+	var lossy []Rect
+	for _, r := range rects {
+		if i := r.Y/tile*cols + r.X/tile; i < len(approx) && approx[i] {
+			lossy = append(lossy, r)
+		} else {
+			out = append(out, r)
+		}
+	}
+	return append(out, lossy...), len(rects) - len(lossy)
 }

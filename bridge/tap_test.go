@@ -156,3 +156,69 @@ func TestTapSources(t *testing.T) {
 	}
 	_ = v2
 }
+
+// A keyframe with JPEG: what the viewer holds exactly goes lossless (its
+// picture does not change: no blip), what it holds as JPEG goes as JPEG
+// again; the tap shows the viewer's picture either way.
+func TestTapKeyframeKeepsExactTiles(t *testing.T) {
+	scr := newMemScreen(256, 128)
+	rng := rand.New(rand.NewPCG(7, 8))
+	scr.mu.Lock()
+	for i := range scr.f.Pix { // noise: JPEG at quality 6
+		scr.f.Pix[i] = byte(rng.IntN(256))
+	}
+	scr.mu.Unlock()
+	s := newTestServer(t, scr, "")
+	v := noVNCViewer(t, s, EncTight, encJPEGQuality0+6)
+	if v.jpegs == 0 {
+		t.Fatal("noise did not go as JPEG")
+	}
+	// Still: the tiles are sent again lossless; the viewer is exact.
+	waitUntil(t, "the refinement", func() bool {
+		v.request(true)
+		v.update()
+		return v.matches(scr)
+	})
+	jpegs := v.jpegs
+	a := tapReader(t, s, func() {
+		v.request(true)
+		v.update()
+	})
+	if v.jpegs != jpegs || !v.matches(scr) {
+		t.Fatalf("the keyframe changed the viewer's exact picture (%d JPEG rectangles)", v.jpegs-jpegs)
+	}
+	a.update() // priming
+	catchUp(t, a, v)
+	// Motion: noise again in a corner, sent as JPEG; a keyframe now sends
+	// that corner as JPEG, the rest lossless.
+	scr.mu.Lock()
+	for y := range 64 {
+		for x := range 64 {
+			p := scr.f.at(x, y)
+			p[0], p[1], p[2] = byte(rng.IntN(256)), byte(rng.IntN(256)), byte(rng.IntN(256))
+		}
+	}
+	scr.mu.Unlock()
+	scr.damage <- toImage(Rect{0, 0, 64, 64})
+	waitUntil(t, "the corner", func() bool {
+		v.request(true)
+		v.update()
+		return v.jpegs > jpegs
+	})
+	catchUp(t, a, v)
+	before := slices.Clone(v.fb)
+	b := tapReader(t, s, func() {
+		v.request(true)
+		v.update()
+	})
+	b.update()
+	catchUp(t, b, v)
+	catchUp(t, a, v)
+	for y := range 128 {
+		for x := 64; x < 256; x++ {
+			if v.fb[y*256+x] != before[y*256+x] {
+				t.Fatalf("the keyframe changed the viewer's exact pixel at %d,%d", x, y)
+			}
+		}
+	}
+}

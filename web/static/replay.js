@@ -163,6 +163,14 @@ class Player {
       const r = recs[view.next++];
       view.fedMs = r.ms;
       view.ch.onmessage({ data: buf.slice(r.off, r.off + r.n) });
+      view.kicked = false;
+    }
+    // noVNC reads what came with the end of its handshake only at the
+    // next message (it leaves its handshake loop once connected): an
+    // empty message has it read the rest (a still screen sends no more).
+    if (!view.kicked && view.rfb._sock.rQlen() > 0 && !view.rfb._flushing) {
+      view.kicked = true;
+      view.ch.onmessage({ data: new ArrayBuffer(0) });
     }
     return true;
   }
