@@ -127,6 +127,7 @@ func scenarios() []scenario {
 		{"cdp", "a direct connection to the same Chromium", cdpScenario},
 		{"computer", "xdotool + ImageMagick import spawned per action", computerScenario},
 		{"a11y", "CDP Accessibility.getFullAXTree of the same page (the page alone, no positions)", a11yScenario},
+		{"record", "the same page watched by the same viewer with the desktop recording off", recordScenario},
 	}
 }
 

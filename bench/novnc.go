@@ -214,6 +214,8 @@ type novncResult struct {
 	fps, kbPerFrame, cpuPerFrame   float64 // frames: canvas changes
 	pageFPS, kbPerPage, cpuPerPage float64 // page frames shown, with a tag
 	h264                           int     // H.264 rectangles it decoded
+	bytes, seconds                 float64 // received over the sampled window
+	cpu                            time.Duration
 }
 
 // measure runs noVNC against wsURL for window, with cpu the server's
@@ -248,6 +250,9 @@ func (v *novncViewer) measure(ctx context.Context, wsURL string, window time.Dur
 		kbPerFrame:  r.Bytes / 1000 / float64(r.Frames),
 		cpuPerFrame: float64((cpu1 - cpu0).Microseconds()) / 1000 / float64(r.Frames),
 		h264:        r.H264,
+		bytes:       r.Bytes,
+		seconds:     r.Seconds,
+		cpu:         cpu1 - cpu0,
 	}
 	if tag != nil {
 		if r.Pages == 0 {

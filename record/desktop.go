@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -60,6 +61,7 @@ type DesktopHeader struct {
 	Version     int       `json:"version"`
 	Start       time.Time `json:"start"`
 	KeyframeMS  int64     `json:"keyframe_ms"`
+	KeyframeMin int64     `json:"keyframe_bytes"`
 	OverlapMS   int64     `json:"overlap_ms"`
 	Quality     int       `json:"quality"`
 	Compression int       `json:"compression"`
@@ -67,9 +69,14 @@ type DesktopHeader struct {
 
 // DesktopOptions are a desktop recording's settings.
 type DesktopOptions struct {
-	// Keyframe: a new segment (a full picture) at least this often
-	// (default 10 s, at least 100 ms).
-	Keyframe time.Duration
+	// Keyframe: a new segment (a full picture) at most this often
+	// (default 10 s, at least 100 ms), once KeyframeBytes have been
+	// recorded since the last (default 1 MiB; negative: none): seeking
+	// replays from the last keyframe, and a screen that holds still has
+	// nothing to replay, so it gets no new one (a keyframe costs a
+	// viewer that is followed a full update).
+	Keyframe      time.Duration
+	KeyframeBytes int64
 	// Quality and Compression are the JPEG quality and zlib level asked
 	// for, 0-9 (default noVNC's: 6 and 2, so live viewers that keep
 	// noVNC's defaults share the recorder's encoding).
@@ -77,12 +84,26 @@ type DesktopOptions struct {
 	// MinInterval spaces the updates asked for (default 25 ms: 40 a
 	// second at most).
 	MinInterval time.Duration
-	Log         *slog.Logger
+	// Better, if set, is asked every second while a segment is not
+	// ExactStart (a connection of the recorder's own): true starts the
+	// next segment at once (a viewer appeared that Dial would follow).
+	Better func() bool
+	Log    *slog.Logger
 }
 
 // Dialer connects to the desktop's RFB server, or says why it cannot
-// (the desktop is not running: the recording ends).
+// (the desktop is not running: the recording ends). A connection with
+// an ExactStart method that says true (a tap of a live viewer,
+// bridge.TapConn) starts with what that viewer shows: the segment before
+// it ends at once, without the overlap.
 type Dialer func(ctx context.Context) (net.Conn, error)
+
+// exact says whether conn starts with exactly the picture the previous
+// segment shows (see Dialer).
+func exact(conn net.Conn) bool {
+	e, ok := conn.(interface{ ExactStart() bool })
+	return ok && e.ExactStart()
+}
 
 // DesktopRecorder writes a desktop recording until Close or the desktop
 // goes away.
@@ -115,6 +136,9 @@ func RecordDesktop(ctx context.Context, f *File, dial Dialer, o DesktopOptions) 
 	if o.MinInterval <= 0 {
 		o.MinInterval = 25 * time.Millisecond
 	}
+	if o.KeyframeBytes == 0 {
+		o.KeyframeBytes = 1 << 20
+	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
@@ -136,7 +160,7 @@ func RecordDesktop(ctx context.Context, f *File, dial Dialer, o DesktopOptions) 
 	if err != nil {
 		return discard(fmt.Errorf("record: desktop: %w", err))
 	}
-	hdr, _ := json.Marshal(DesktopHeader{Version: 1, Start: d.start.UTC(), KeyframeMS: o.Keyframe.Milliseconds(), OverlapMS: d.overlap().Milliseconds(), Quality: d.q, Compression: d.z})
+	hdr, _ := json.Marshal(DesktopHeader{Version: 1, Start: d.start.UTC(), KeyframeMS: o.Keyframe.Milliseconds(), KeyframeMin: max(0, o.KeyframeBytes), OverlapMS: d.overlap().Milliseconds(), Quality: d.q, Compression: d.z})
 	head := binary.BigEndian.AppendUint32([]byte(DesktopMagic), uint32(len(hdr)))
 	if _, err := f.Write(append(head, hdr...)); err != nil {
 		conn.Close()
@@ -167,11 +191,12 @@ func (d *DesktopRecorder) Close() error {
 
 // segment is one connection of a recording.
 type segment struct {
+	bytes atomic.Int64 // recorded so far
 	n     int
 	alone bool // the one before had ended: playback uses it at once
 	conn  net.Conn
-	done chan struct{}
-	err  error // why it ended, once done is closed
+	done  chan struct{}
+	err   error // why it ended, once done is closed
 }
 
 // overlap is how long a segment goes on after the next has started:
@@ -213,8 +238,11 @@ func (d *DesktopRecorder) run(ctx context.Context, conn net.Conn) {
 	overlap := time.NewTimer(time.Hour)
 	overlap.Stop()
 	defer overlap.Stop()
+	probe := time.NewTicker(time.Second)
+	defer probe.Stop()
 	failures := 0
 	began := time.Now()
+	forced := false // the next keyframe is due whatever was recorded
 	for {
 		var prevDone <-chan struct{}
 		if prev != nil {
@@ -266,6 +294,11 @@ func (d *DesktopRecorder) run(ctx context.Context, conn net.Conn) {
 			began, cur = time.Now(), start(c, prev == nil)
 			key.Reset(d.o.Keyframe)
 		case <-key.C:
+			if !forced && cur.bytes.Load() < d.o.KeyframeBytes {
+				key.Reset(d.o.Keyframe) // too little to replay yet
+				continue
+			}
+			forced = false
 			c, err := d.dial(ctx)
 			if err != nil {
 				d.end(err)
@@ -277,10 +310,28 @@ func (d *DesktopRecorder) run(ctx context.Context, conn net.Conn) {
 					return
 				}
 			}
-			prev, cur = cur, start(c, false)
+			if exact(c) {
+				// Its first picture is what the viewer shows: nothing to
+				// overlap.
+				stop(cur)
+				if isWriteError(cur.err) {
+					d.fail(cur.err)
+					return
+				}
+				cur = start(c, true)
+			} else {
+				prev, cur = cur, start(c, false)
+				overlap.Reset(d.overlap())
+			}
 			began = time.Now()
-			overlap.Reset(d.overlap())
 			key.Reset(d.o.Keyframe)
+		case <-probe.C:
+			// Connected on its own: a viewer it could follow starts the
+			// next segment now.
+			if !exact(cur.conn) && d.o.Better != nil && d.o.Better() {
+				forced = true
+				key.Reset(0)
+			}
 		}
 	}
 }
@@ -429,6 +480,7 @@ func (d *DesktopRecorder) segment(s *segment) error {
 			if err := d.write(s.n, SegmentData, buf[:n]); err != nil {
 				return err
 			}
+			s.bytes.Add(int64(n))
 			select {
 			case asks <- struct{}{}:
 			default:

@@ -23,7 +23,12 @@ type fakeRFB struct {
 	requests atomic.Int32 // update requests, all connections
 	conns    atomic.Int32
 	refuse   atomic.Bool // dials fail
+	exact    atomic.Bool // connections say ExactStart
 }
+
+type exactConn struct{ net.Conn }
+
+func (exactConn) ExactStart() bool { return true }
 
 var fakeInit = func() []byte {
 	b := []byte("RFB 003.008\n")
@@ -42,6 +47,9 @@ func (f *fakeRFB) dial(ctx context.Context) (net.Conn, error) {
 	a, b := net.Pipe()
 	f.conns.Add(1)
 	go f.serve(b)
+	if f.exact.Load() {
+		return exactConn{a}, nil
+	}
 	return a, nil
 }
 
@@ -146,7 +154,7 @@ func TestDesktopRecorder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := RecordDesktop(context.Background(), f, srv.dial, DesktopOptions{Keyframe: 300 * time.Millisecond, MinInterval: 5 * time.Millisecond})
+	d, err := RecordDesktop(context.Background(), f, srv.dial, DesktopOptions{Keyframe: 300 * time.Millisecond, KeyframeBytes: -1, MinInterval: 5 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +208,7 @@ func TestDesktopRecorderEnds(t *testing.T) {
 		s := openStore(t, 1<<20)
 		srv := &fakeRFB{frames: 2}
 		f, _ := s.Create(Desktop)
-		d, err := RecordDesktop(context.Background(), f, srv.dial, DesktopOptions{Keyframe: 200 * time.Millisecond})
+		d, err := RecordDesktop(context.Background(), f, srv.dial, DesktopOptions{Keyframe: 200 * time.Millisecond, KeyframeBytes: -1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -248,7 +256,7 @@ func TestDesktopReaderCut(t *testing.T) {
 	s := openStore(t, 1<<20)
 	srv := &fakeRFB{frames: 3}
 	f, _ := s.Create(Desktop)
-	d, err := RecordDesktop(context.Background(), f, srv.dial, DesktopOptions{Keyframe: 100 * time.Millisecond})
+	d, err := RecordDesktop(context.Background(), f, srv.dial, DesktopOptions{Keyframe: 100 * time.Millisecond, KeyframeBytes: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -351,4 +359,66 @@ func FuzzDesktopReader(f *testing.F) {
 			last = rec.At
 		}
 	})
+}
+
+// A recorder on its own connection moves to one that follows a viewer
+// (ExactStart) as soon as Better says there is one; between such
+// connections there is no overlap.
+func TestDesktopRecorderFollows(t *testing.T) {
+	s := openStore(t, 1<<20)
+	srv := &fakeRFB{frames: 2}
+	f, _ := s.Create(Desktop)
+	d, err := RecordDesktop(context.Background(), f, srv.dial, DesktopOptions{Keyframe: 1500 * time.Millisecond, KeyframeBytes: -1,
+		Better: func() bool { return srv.exact.Load() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	srv.exact.Store(true) // a viewer to follow: the next segment within a second
+	time.Sleep(1200 * time.Millisecond)
+	if n := srv.conns.Load(); n != 2 {
+		t.Fatalf("%d connections 1.4 s in: want the second at once when Better says so", n)
+	}
+	time.Sleep(1600 * time.Millisecond) // a keyframe between followers
+	d.Close()
+	file, _, _ := s.Get(d.ID())
+	defer file.Close()
+	r, err := NewDesktopReader(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []byte
+	for {
+		rec, err := r.Next()
+		if err != nil {
+			break
+		}
+		if rec.Type != SegmentData {
+			types = append(types, rec.Type)
+		}
+	}
+	// S (own), S E (follows: the first ends at once), S E (keyframe).
+	if got := string(types); got != "SSESE" {
+		t.Fatalf("record types %q, want SSESE (no P: no overlap)", got)
+	}
+}
+
+// A screen that holds still gets no new keyframe: too little was
+// recorded since the last to be worth replaying from a new one.
+func TestDesktopRecorderKeyframeBytes(t *testing.T) {
+	s := openStore(t, 1<<20)
+	srv := &fakeRFB{frames: 3}
+	f, _ := s.Create(Desktop)
+	d, err := RecordDesktop(context.Background(), f, srv.dial, DesktopOptions{Keyframe: 150 * time.Millisecond, KeyframeBytes: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(700 * time.Millisecond)
+	d.Close()
+	if n := srv.conns.Load(); n != 1 {
+		t.Fatalf("%d connections for 24 bytes of updates: keyframes with nothing to replay", n)
+	}
+	if hdr, _, _ := readDesktop(t, s, d.ID()); hdr.KeyframeMin != 1000 {
+		t.Errorf("header %+v", hdr)
+	}
 }

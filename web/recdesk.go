@@ -106,7 +106,8 @@ func (s *Server) deskRecLoop(ctx context.Context) {
 		}
 		// noVNC's default quality and compression, as the panel's viewer
 		// asks by default: the recorder shares its encoding.
-		rec, err := record.RecordDesktop(ctx, f, s.dialRecorder, record.DesktopOptions{Keyframe: s.cfg.RecordKeyframe, Log: s.log})
+		rec, err := record.RecordDesktop(ctx, f, s.dialRecorder, record.DesktopOptions{Keyframe: s.cfg.RecordKeyframe, KeyframeBytes: s.cfg.RecordKeyframeBytes, Log: s.log,
+			Better: s.followable})
 		if err != nil {
 			s.log.Warn("desktop recording not started", "err", err)
 			continue
@@ -122,10 +123,22 @@ func (s *Server) deskRecLoop(ctx context.Context) {
 	}
 }
 
+// followable says whether the running desktop has a viewer a recorder
+// can follow (dialRecorder would tap it).
+func (s *Server) followable() bool {
+	h := &s.rfb
+	h.mu.Lock()
+	srv := h.srv
+	h.mu.Unlock()
+	return srv != nil && srv.Followable()
+}
+
 // errNoDesktop: the recorder does not start the desktop.
 var errNoDesktop = errors.New("the desktop is not running")
 
-// dialRecorder connects a recorder to the running desktop's RFB server.
+// dialRecorder connects a recorder to the running desktop's RFB server:
+// a tap of the viewer connected longest that it can follow, or else a
+// connection of its own.
 func (s *Server) dialRecorder(ctx context.Context) (net.Conn, error) {
 	st := s.cfg.Stack.Status()
 	if st.Status != desktop.StatusRunning || st.Display == "" {
@@ -134,6 +147,11 @@ func (s *Server) dialRecorder(ctx context.Context) (net.Conn, error) {
 	srv, err := s.rfbFor(st.Display)
 	if err != nil {
 		return nil, err
+	}
+	// Following a live viewer costs a copy of what it is sent; a
+	// connection of its own encodes everything again.
+	if conn, err := srv.Tap(ctx); err == nil {
+		return conn, nil
 	}
 	if !s.handlers.TryAdd() {
 		return nil, errShuttingDown
@@ -148,18 +166,22 @@ func (s *Server) dialRecorder(ctx context.Context) (net.Conn, error) {
 	return a, nil
 }
 
-// waitDesktopRecording waits (3 s at most) for the recording that a
-// switch on starts when the desktop runs, so the answer names it.
-func (s *Server) waitDesktopRecording(ctx context.Context) {
-	if s.cfg.Stack.Status().Status != desktop.StatusRunning {
+// waitDesktopRecording waits (5 s at most) for a switch to take effect,
+// so the answer says it: on, the recording starts when the desktop
+// runs (the answer names it); off, the recording is finished.
+func (s *Server) waitDesktopRecording(ctx context.Context, on bool) {
+	if on && s.cfg.Stack.Status().Status != desktop.StatusRunning {
 		return // it starts with the desktop
 	}
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if on, id := s.desktopRecording(); !on || id != "" {
+		s.deskRec.mu.Lock()
+		cur, now := s.deskRec.cur, s.deskRec.on
+		s.deskRec.mu.Unlock()
+		if now != on || (on && cur != nil) || (!on && cur == nil) {
 			return
 		}
 		select {

@@ -133,9 +133,7 @@ func (s *Server) recordSwitch(on bool) http.HandlerFunc {
 		}
 		if req.Desktop != nil && *req.Desktop {
 			s.setDesktopRecording(on)
-			if on {
-				s.waitDesktopRecording(r.Context())
-			}
+			s.waitDesktopRecording(r.Context(), on)
 		}
 		if req.Actions != nil && *req.Actions {
 			if on {

@@ -95,10 +95,12 @@ type Config struct {
 	// RecordActions starts the action log at once (--record=actions).
 	RecordActions bool
 	// RecordDesktop records the desktop whenever it runs
-	// (--record=desktop); RecordKeyframe is the interval of full
-	// pictures in desktop recordings (0: record's default).
-	RecordDesktop  bool
-	RecordKeyframe time.Duration
+	// (--record=desktop); RecordKeyframe and RecordKeyframeBytes space
+	// the full pictures of desktop recordings (record.DesktopOptions;
+	// 0: record's defaults).
+	RecordDesktop       bool
+	RecordKeyframe      time.Duration
+	RecordKeyframeBytes int64
 	// Proxy is the browser's way out (a start request may change it,
 	// which restarts Chromium alone); nil: no upstream proxy support.
 	Proxy *proxy.Switch

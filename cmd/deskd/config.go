@@ -28,6 +28,15 @@ func (c *Config) recordsTerminal() bool { return slices.Contains(splitList(c.Rec
 func (c *Config) recordsActions() bool  { return slices.Contains(splitList(c.Record), "actions") }
 func (c *Config) recordsDesktop() bool  { return slices.Contains(splitList(c.Record), "desktop") }
 
+// keyframeBytes is record.DesktopOptions.KeyframeBytes for
+// --record-keyframe-kib (0: by time alone, which record spells -1).
+func (c *Config) keyframeBytes() int64 {
+	if c.RecordKeyframeKiB == 0 {
+		return -1
+	}
+	return c.RecordKeyframeKiB << 10
+}
+
 // Config is what the flags say.
 type Config struct {
 	Listen     string
@@ -88,6 +97,7 @@ type Config struct {
 	RecordInput          bool
 	RecordView           bool
 	RecordKeyframe       time.Duration
+	RecordKeyframeKiB    int64
 	H264                 string // "auto" or "off"
 	X264                 string
 	StopDaemon           bool // stop --daemon
@@ -211,7 +221,12 @@ func ParseFlags(cmd string, args []string, stderr io.Writer) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", envName("record-keyframe"), err)
 	}
-	fs.DurationVar(&c.RecordKeyframe, "record-keyframe", recKey, "desktop recordings start again from a full picture this often: replay seeks from there (env DESKD_RECORD_KEYFRAME)")
+	fs.DurationVar(&c.RecordKeyframe, "record-keyframe", recKey, "desktop recordings start again from a full picture at most this often: replay seeks from there (env DESKD_RECORD_KEYFRAME)")
+	recKiB, err := strconv.ParseInt(env("record-keyframe-kib", "1024"), 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", envName("record-keyframe-kib"), err)
+	}
+	fs.Int64Var(&c.RecordKeyframeKiB, "record-keyframe-kib", recKiB, "and only once this much was recorded since the last full picture (a still screen gets none); 0: by time alone (env DESKD_RECORD_KEYFRAME_KIB)")
 	fs.BoolVar(&c.RecordView, "record-view", envBool("record-view", "false"), "view tokens may list and download recordings (env DESKD_RECORD_VIEW)")
 	fs.BoolVar(&c.OneCore, "one-core", envBool("one-core", "true"), "run deskd's ordinary work on one scheduler thread (fewer thread wake-ups a frame); big encodes still use every core while they run; false: every core always; a GOMAXPROCS in the environment wins (env DESKD_ONE_CORE)")
 	str(&c.H264, "h264", "auto", `H.264 (RFB encoding 50) for the part of the screen that keeps moving, to viewers that take it: "auto" (when x264 is installed) or "off"`)
@@ -396,6 +411,9 @@ func (c *Config) validate() error {
 	if c.RecordKeyframe < time.Second || c.RecordKeyframe > time.Hour {
 		return fmt.Errorf("--record-keyframe %v: want 1s to 1h", c.RecordKeyframe)
 	}
+	if c.RecordKeyframeKiB < 0 || c.RecordKeyframeKiB > 1<<20 {
+		return fmt.Errorf("--record-keyframe-kib %d: want 0 to 1048576", c.RecordKeyframeKiB)
+	}
 	if c.RecordMaxAge < time.Minute {
 		return fmt.Errorf("--record-max-age %v: want a minute or more", c.RecordMaxAge)
 	}
@@ -556,7 +574,7 @@ func (c *Config) serveArgs() []string {
 		"--max-upload-mib=" + strconv.FormatInt(c.MaxUploadMiB, 10), "--one-core=" + strconv.FormatBool(c.OneCore),
 		"--h264=" + c.H264, "--x264=" + c.X264, "--tab-follow=" + strconv.FormatBool(c.TabFollow), "--a11y=" + c.A11y,
 		"--record=" + c.Record, "--record-dir=" + c.RecordDir, "--record-max-mib=" + strconv.FormatInt(c.RecordMaxMiB, 10),
-		"--record-max-age=" + c.RecordMaxAge.String(), "--record-input=" + strconv.FormatBool(c.RecordInput), "--record-view=" + strconv.FormatBool(c.RecordView), "--record-keyframe=" + c.RecordKeyframe.String(),
+		"--record-max-age=" + c.RecordMaxAge.String(), "--record-input=" + strconv.FormatBool(c.RecordInput), "--record-view=" + strconv.FormatBool(c.RecordView), "--record-keyframe=" + c.RecordKeyframe.String(), "--record-keyframe-kib=" + strconv.FormatInt(c.RecordKeyframeKiB, 10),
 		"--proxy=" + c.Proxy, "--proxy-bypass=" + c.ProxyBypass,
 	}
 	return args

@@ -299,7 +299,7 @@ const liveHashJS = `(async () => { const c = document.querySelector("#screen can
 // then, and a keyframe reproduces the picture before it.
 func TestDesktopRecording(t *testing.T) {
 	chromium := testenv.Chromium(t)
-	e := newInstall(t, "--record-keyframe", "2s")
+	e := newInstall(t, "--record-keyframe", "2s", "--record-keyframe-kib", "0")
 	deskd := serveDeskd(t, e)
 	full := panelURL(t, deskd, panel.ScopeFull)
 	// A page that holds still: no caret blinking.
@@ -416,8 +416,9 @@ func TestDesktopRecording(t *testing.T) {
 	if got := seek(takeoverEnd); got != person { // back again, across segments
 		t.Errorf("seeked back to %.0f ms: %s, want %s", takeoverEnd, got, person)
 	}
-	// A keyframe on the still screen, from where playback uses it,
-	// shows what the updates before it had drawn.
+	// A keyframe on the still screen (by time alone here:
+	// --record-keyframe-kib 0), from where playback uses it, shows what
+	// the updates before it had drawn.
 	kf := -1.0
 	for _, s := range info.Segments {
 		if s.Usable != nil && *s.Usable > agentMS+100 && *s.Usable-s.Start < 1500 {
@@ -427,6 +428,11 @@ func TestDesktopRecording(t *testing.T) {
 	}
 	if kf < 0 || len(info.Segments) < 3 {
 		t.Fatalf("segments %+v: want one every 2 s, used a second after it starts, one after %.0f ms", info.Segments, agentMS)
+	}
+	// The recorder started on a connection of its own (no viewer yet),
+	// then followed the viewer: those segments are used from their start.
+	if last := info.Segments[len(info.Segments)-1]; last.Usable == nil || *last.Usable != last.Start {
+		t.Errorf("the last segment %+v: the recorder does not follow the live viewer", last)
 	}
 	before, after := seek(kf-50), seek(kf+50)
 	if before != agent || after != agent {

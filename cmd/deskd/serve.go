@@ -207,7 +207,7 @@ func NewDaemon(cfg *Config, stderr io.Writer) (*Daemon, error) {
 		AllowHosts: splitList(cfg.AllowHost), CDPPing: cfg.CDPPing, WSPing: cfg.WSPing, VNCPassword: cfg.VNCPassword,
 		MaxViewers: cfg.MaxViewers, FilesRoot: home, FilesOwner: cred, MaxUpload: cfg.MaxUploadMiB << 20,
 		Recordings: d.recs, TerminalRecorder: termRec, RecordView: cfg.RecordView, RecordActions: cfg.recordsActions(),
-		RecordDesktop: cfg.recordsDesktop(), RecordKeyframe: cfg.RecordKeyframe,
+		RecordDesktop: cfg.recordsDesktop(), RecordKeyframe: cfg.RecordKeyframe, RecordKeyframeBytes: cfg.keyframeBytes(),
 		Cores: d.cores, TabFollow: cfg.TabFollow, Proxy: d.proxy, Video: videoEncoders(cfg, d.sp, cred, d.log), FilesDeny: absPaths(cmp.Or(cfg.ProfileDir, filepath.Join(cfg.RunDir, "chromium-profile")), cfg.RunDir, cfg.PanelSecretFile, cfg.VNCPasswordFile, cfg.ProxyCredentialsFile),
 	})
 	if cfg.recordsTerminal() {
