@@ -6,9 +6,12 @@ import (
 	"time"
 )
 
-// recordWindow is one measured stretch: two full-picture intervals of
-// deskd's default (10 s), so every window carries as many keyframes.
-const recordWindow = 20 * time.Second
+// recordWindow is one measured stretch: a full-picture interval of
+// deskd's default (30 s), so every window carries as many keyframes.
+const recordWindow = 30 * time.Second
+
+// recordSettle is how long a recording runs before it is measured.
+const recordSettle = 3 * time.Second
 
 // recordScenario: what recording the desktop costs. The same page is
 // watched by one real noVNC (headless Chromium, quality 6, compression
@@ -29,7 +32,7 @@ func recordScenario(ctx context.Context, c Config) ([]Figure, string, error) {
 		}
 		figs = append(figs, f...)
 	}
-	return figs, fmt.Sprintf("one noVNC 1.7 in headless Chromium (Tight, quality 6, compression 2) watching the page for %s with the desktop recording off, then on (POST record/start {\"desktop\": true}; keyframes every 10 s), alternately; CPU of deskd (the recorder is inside it), bytes on the viewer's WebSocket and the growth of the recording's file over the same window", recordWindow), nil
+	return figs, fmt.Sprintf("one noVNC 1.7 in headless Chromium (Tight, quality 6, compression 2) watching the page for %s with the desktop recording off, then on (POST record/start {\"desktop\": true}, measured from 3 s after: the recorder then follows the viewer; keyframes every 30 s once 4 MiB was recorded: deskd's defaults), alternately; CPU of deskd (the recorder is inside it), bytes on the viewer's WebSocket and the growth of the recording's file over the same window", recordWindow), nil
 }
 
 func recordMeasure(ctx context.Context, c Config, chromium, name, page string) ([]Figure, error) {
@@ -77,6 +80,10 @@ func recordMeasure(ctx context.Context, c Config, chromium, name, page string) (
 					return nil, fmt.Errorf("record/start: %q %v", st.DesktopID, err)
 				}
 				id = st.DesktopID
+				// Steady state: the recorder starts on a connection of its
+				// own and follows the viewer from its next keyframe, a
+				// second or so later.
+				time.Sleep(recordSettle)
 			}
 			var s0 int64
 			if on {

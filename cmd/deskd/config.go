@@ -217,16 +217,16 @@ func ParseFlags(cmd string, args []string, stderr io.Writer) (*Config, error) {
 	}
 	fs.DurationVar(&c.RecordMaxAge, "record-max-age", recAge, "finished recordings older than this are dropped (env DESKD_RECORD_MAX_AGE)")
 	fs.BoolVar(&c.RecordInput, "record-input", envBool("record-input", "false"), "terminal recordings take keystrokes too (keys can be passwords) (env DESKD_RECORD_INPUT)")
-	recKey, err := time.ParseDuration(env("record-keyframe", "10s"))
+	recKey, err := time.ParseDuration(env("record-keyframe", "30s"))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", envName("record-keyframe"), err)
 	}
 	fs.DurationVar(&c.RecordKeyframe, "record-keyframe", recKey, "desktop recordings start again from a full picture at most this often: replay seeks from there (env DESKD_RECORD_KEYFRAME)")
-	recKiB, err := strconv.ParseInt(env("record-keyframe-kib", "1024"), 10, 64)
+	recKiB, err := strconv.ParseInt(env("record-keyframe-kib", "4096"), 10, 64)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", envName("record-keyframe-kib"), err)
 	}
-	fs.Int64Var(&c.RecordKeyframeKiB, "record-keyframe-kib", recKiB, "and only once this much was recorded since the last full picture (a still screen gets none); 0: by time alone (env DESKD_RECORD_KEYFRAME_KIB)")
+	fs.Int64Var(&c.RecordKeyframeKiB, "record-keyframe-kib", recKiB, "and only once this much was recorded since the last full picture (a still screen gets none), and sooner at eight times this; 0: by time alone (env DESKD_RECORD_KEYFRAME_KIB)")
 	fs.BoolVar(&c.RecordView, "record-view", envBool("record-view", "false"), "view tokens may list and download recordings (env DESKD_RECORD_VIEW)")
 	fs.BoolVar(&c.OneCore, "one-core", envBool("one-core", "true"), "run deskd's ordinary work on one scheduler thread (fewer thread wake-ups a frame); big encodes still use every core while they run; false: every core always; a GOMAXPROCS in the environment wins (env DESKD_ONE_CORE)")
 	str(&c.H264, "h264", "auto", `H.264 (RFB encoding 50) for the part of the screen that keeps moving, to viewers that take it: "auto" (when x264 is installed) or "off"`)
