@@ -90,7 +90,8 @@ func recordings(t *testing.T, base string) recList {
 }
 
 // TestTerminalRecording: a terminal session recorded through the API
-// plays in asciinema with the session's output (Unicode, a resize), keeps
+// plays in asciinema and in the panel's terminal page with the session's
+// output (Unicode, a resize), keeps
 // no keystrokes unless asked, is listed, downloaded and deleted through
 // the panel; view tokens see none of it; hostile ids are refused; a
 // daemon killed mid-recording leaves a file that plays up to its last
@@ -138,6 +139,19 @@ func TestTerminalRecording(t *testing.T) {
 	if !bytes.Contains(cast, []byte(`"r", "100x30"`)) || bytes.Contains(cast, []byte(`, "i", `)) {
 		t.Fatalf("the cast: resize missing or keystrokes recorded unasked:\n%s", cast)
 	}
+	// The panel's terminal page plays it: the output, at the size it
+	// had (the resize to 100 columns).
+	br := newBrowser(t, testenv.Chromium(t))
+	br.load(full+"/terminal/?cast="+id+"&speed=16", `!!(window.deskdTerm && deskdTerm.replay && deskdTerm.replay.ended)`)
+	if got := br.eval(t, `deskdTerm.replay.error + " " + deskdTerm.term.cols + "x" + deskdTerm.term.rows`); got != " 100x30" {
+		t.Fatalf("the terminal page's replay ended with %q (want no error, 100x30)", got)
+	}
+	if screen := br.eval(t, screenJS); !strings.Contains(screen, "beta-42") || !strings.Contains(screen, "日本 ok") {
+		t.Fatalf("the terminal page's replay shows:\n%s", screen)
+	}
+	if len(br.bad) > 0 {
+		t.Fatalf("the terminal page's replay: %v", br.bad)
+	}
 
 	// View tokens: nothing, by default.
 	if code, _ := apiDo(t, "GET", view+"/record/", ""); code != http.StatusForbidden {
@@ -156,7 +170,7 @@ func TestTerminalRecording(t *testing.T) {
 		{"GET", "/record/" + strings.Repeat("x", 5000), "", 400},
 		{"DELETE", "/record/..%2Fxauthority", "", 403},
 		{"DELETE", "/record/terminal-..-x", "", 400},
-		{"POST", "/record/start", `{"desktop":true}`, 400},
+		{"POST", "/record/start", `{"desktop":"yes"}`, 400},
 		{"POST", "/record/start", `{}`, 400},
 		{"POST", "/record/stop", `{"terminal":true,"input":true}`, 400},
 	} {

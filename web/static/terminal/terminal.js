@@ -230,7 +230,90 @@ term.onResize(({ cols, rows }) => {
   send(IN_RESIZE, JSON.stringify({ columns: cols, rows }));
   show(`${cols}×${rows}`, 800);
 });
-new ResizeObserver(() => fit.fit()).observe(document.getElementById('term'));
+// ?cast=ID plays a terminal recording (asciicast v2, record/ routes)
+// instead of connecting: its output at its pace (?speed=N, 1 by
+// default), at its size and its resizes; keystrokes it holds are not
+// shown. Space pauses, the right arrow skips 5 s, + and - change speed.
+const MAX_CAST_LINE = 1 << 20;
+const MAX_CAST_EVENTS = 1000000;
+
+function parseCast(text) {
+  const lines = text.split('\n');
+  let header;
+  try { header = JSON.parse(lines[0]); } catch { header = null; }
+  if (!header || header.version !== 2 || !(header.width > 0) || !(header.height > 0)) {
+    throw new Error('not an asciicast v2 recording');
+  }
+  const events = [];
+  let last = 0;
+  for (let i = 1; i < lines.length && events.length < MAX_CAST_EVENTS; i++) {
+    const l = lines[i];
+    if (!l || l.length > MAX_CAST_LINE) continue;
+    let ev;
+    try { ev = JSON.parse(l); } catch { continue; } // a line cut by a crash
+    if (!Array.isArray(ev) || ev.length !== 3 || typeof ev[0] !== 'number' || typeof ev[2] !== 'string') continue;
+    if (ev[1] !== 'o' && ev[1] !== 'r') continue;
+    last = Math.max(last, ev[0]);
+    events.push({ t: last, code: ev[1], data: ev[2] });
+  }
+  return { header, events, duration: last };
+}
+
+function playCast(id) {
+  const clamp = (n, lo, hi) => Math.min(hi, Math.max(lo, n));
+  const sizeOf = (s) => {
+    const m = /^(\d{1,4})x(\d{1,4})$/.exec(s);
+    return m ? [clamp(+m[1], 2, 1000), clamp(+m[2], 1, 500)] : null;
+  };
+  const r = { ended: false, position: 0, speed: clamp(parseFloat(q.get('speed')) || 1, 0.1, 64), paused: false, error: '' };
+  window.deskdTerm.replay = r;
+  document.body.dataset.state = 'replay';
+  fetch('../record/' + encodeURIComponent(id), { cache: 'no-store' })
+    .then((resp) => (resp.ok ? resp.text() : resp.text().then((t) => { throw new Error(t.trim() || 'HTTP ' + resp.status); })))
+    .then((text) => {
+      const cast = parseCast(text);
+      term.resize(clamp(cast.header.width, 2, 1000), clamp(cast.header.height, 1, 500));
+      let i = 0;
+      let base = performance.now();
+      let at = 0; // seconds into the recording at base
+      const total = cast.duration.toFixed(1);
+      const tick = () => {
+        if (!r.paused) r.position = at + (performance.now() - base) / 1000 * r.speed;
+        while (i < cast.events.length && cast.events[i].t <= r.position) {
+          const ev = cast.events[i++];
+          if (ev.code === 'o') term.write(ev.data);
+          else if (sizeOf(ev.data)) term.resize(...sizeOf(ev.data));
+        }
+        if (i >= cast.events.length) {
+          r.ended = true;
+          show(`Replay ended (${total} s)`, 3000);
+          return;
+        }
+        setTimeout(tick, r.paused ? 100 : clamp((cast.events[i].t - r.position) * 1000 / r.speed, 0, 100));
+      };
+      const rebase = () => { at = r.position; base = performance.now(); };
+      term.attachCustomKeyEventHandler((e) => {
+        if (e.type !== 'keydown') return false;
+        if (e.key === ' ') { rebase(); r.paused = !r.paused; show(r.paused ? 'Paused' : `Playing ×${r.speed}`, 800); }
+        if (e.key === 'ArrowRight') { r.position += 5; rebase(); }
+        if (e.key === '+' || e.key === '-') { rebase(); r.speed = clamp(e.key === '+' ? r.speed * 2 : r.speed / 2, 0.1, 64); show(`×${r.speed}`, 800); }
+        return false;
+      });
+      show(`Replay of ${id}: ${total} s at ×${r.speed}; Space pauses, → skips 5 s, + and - change speed`, 3000);
+      tick();
+    })
+    .catch((err) => {
+      r.error = String(err.message || err);
+      r.ended = true;
+      show('The recording does not play: ' + r.error);
+    });
+}
 
 window.deskdTerm = { term, addons, search, get socket() { return ws; }, get session() { return session; } };
-connect();
+const castID = q.get('cast');
+if (castID) {
+  playCast(castID);
+} else {
+  new ResizeObserver(() => fit.fit()).observe(document.getElementById('term'));
+  connect();
+}
