@@ -58,13 +58,13 @@ const (
 
 // DesktopHeader is the JSON at the start of a desktop recording.
 type DesktopHeader struct {
-	Version     int       `json:"version"`
-	Start       time.Time `json:"start"`
-	KeyframeMS  int64     `json:"keyframe_ms"`
-	KeyframeMin int64     `json:"keyframe_bytes"`
-	OverlapMS   int64     `json:"overlap_ms"`
-	Quality     int       `json:"quality"`
-	Compression int       `json:"compression"`
+	Version       int       `json:"version"`
+	Start         time.Time `json:"start"`
+	KeyframeMS    int64     `json:"keyframe_ms"`
+	KeyframeBytes int64     `json:"keyframe_bytes"`
+	OverlapMS     int64     `json:"overlap_ms"`
+	Quality       int       `json:"quality"`
+	Compression   int       `json:"compression"`
 }
 
 // DesktopOptions are a desktop recording's settings.
@@ -162,7 +162,7 @@ func RecordDesktop(ctx context.Context, f *File, dial Dialer, o DesktopOptions) 
 	if err != nil {
 		return discard(fmt.Errorf("record: desktop: %w", err))
 	}
-	hdr, _ := json.Marshal(DesktopHeader{Version: 1, Start: d.start.UTC(), KeyframeMS: o.Keyframe.Milliseconds(), KeyframeMin: max(0, o.KeyframeBytes), OverlapMS: d.overlap().Milliseconds(), Quality: d.q, Compression: d.z})
+	hdr, _ := json.Marshal(DesktopHeader{Version: 1, Start: d.start.UTC(), KeyframeMS: o.Keyframe.Milliseconds(), KeyframeBytes: max(0, o.KeyframeBytes), OverlapMS: d.overlap().Milliseconds(), Quality: d.q, Compression: d.z})
 	head := binary.BigEndian.AppendUint32([]byte(DesktopMagic), uint32(len(hdr)))
 	if _, err := f.Write(append(head, hdr...)); err != nil {
 		conn.Close()

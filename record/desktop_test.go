@@ -418,7 +418,7 @@ func TestDesktopRecorderKeyframeBytes(t *testing.T) {
 	if n := srv.conns.Load(); n != 1 {
 		t.Fatalf("%d connections for 24 bytes of updates: keyframes with nothing to replay", n)
 	}
-	if hdr, _, _ := readDesktop(t, s, d.ID()); hdr.KeyframeMin != 1000 {
+	if hdr, _, _ := readDesktop(t, s, d.ID()); hdr.KeyframeBytes != 1000 {
 		t.Errorf("header %+v", hdr)
 	}
 }

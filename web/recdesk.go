@@ -21,7 +21,6 @@ type deskRec struct {
 	mu   sync.Mutex
 	on   bool
 	cur  *record.DesktopRecorder
-	last string // the latest recording's id
 	poke chan struct{}
 }
 
@@ -80,8 +79,17 @@ func (s *Server) deskRecLoop(ctx context.Context) {
 		if cur != nil {
 			select {
 			case <-cur.Done():
-				if err := cur.Err(); err != nil {
+				switch err := cur.Err(); {
+				case errors.Is(err, record.ErrDesktopStopped):
 					s.log.Info("desktop recording ended", "id", cur.ID(), "why", err)
+				case err != nil:
+					// The quota or a full disk: recording stops until
+					// switched on again (no new file to fail at once).
+					s.log.Warn("desktop recording stopped", "id", cur.ID(), "why", err)
+					on = false
+					d.mu.Lock()
+					d.on = false
+					d.mu.Unlock()
 				}
 				cur = nil
 			default:
@@ -104,8 +112,8 @@ func (s *Server) deskRecLoop(ctx context.Context) {
 			s.log.Warn("desktop recording not started", "err", err)
 			continue
 		}
-		// noVNC's default quality and compression, as the panel's viewer
-		// asks by default: the recorder shares its encoding.
+		// It follows a viewer when there is one (dialRecorder), and
+		// moves to one that comes (Better).
 		rec, err := record.RecordDesktop(ctx, f, s.dialRecorder, record.DesktopOptions{Keyframe: s.cfg.RecordKeyframe, KeyframeBytes: s.cfg.RecordKeyframeBytes, Log: s.log,
 			Better: s.followable})
 		if err != nil {
@@ -114,7 +122,7 @@ func (s *Server) deskRecLoop(ctx context.Context) {
 		}
 		s.log.Info("desktop recording started", "id", rec.ID())
 		d.mu.Lock()
-		d.cur, d.last = rec, rec.ID()
+		d.cur = rec
 		d.mu.Unlock()
 		go func() { // ends with the recording, which ends with ctx at the latest
 			<-rec.Done()
