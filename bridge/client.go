@@ -586,7 +586,12 @@ func (c *client) writeLoop(ctx context.Context) error {
 		split := -1
 		if keyframe {
 			var ok bool
-			if prefix, ok = c.tapPrefix(); !ok {
+			if encoding != EncTight { // the two halves share no stream: Tight's alone are split
+				ok = false
+			} else {
+				prefix, ok = c.tapPrefix()
+			}
+			if !ok {
 				c.mu.Lock()
 				c.closeTaps()
 				c.mu.Unlock()

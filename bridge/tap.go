@@ -297,14 +297,17 @@ func appendPriming(dst []byte, k int, window []byte, w, h int) ([]byte, bool) {
 
 // tee gives what the writer just sent (c.out, one update) to the taps:
 // to those waiting when it is their keyframe (after prefix), to the
-// others always. A video picture in it closes them all.
+// others always. A video picture in it, another encoding than Tight or
+// another pixel format closes them all.
 func (c *client) tee(key bool, prefix []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.taps) == 0 {
 		return
 	}
-	if len(c.video.pics) > 0 {
+	if len(c.video.pics) > 0 || c.key.enc != EncTight || c.key.pf != tapFormat {
+		// Video, or the viewer changed its encoding or pixel format: the
+		// taps' decoders could not follow (their recorders start again).
 		c.closeTaps()
 		return
 	}

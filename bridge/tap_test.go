@@ -222,3 +222,24 @@ func TestTapKeyframeKeepsExactTiles(t *testing.T) {
 		}
 	}
 }
+
+// A viewer that changes its encoding mid-stream cannot be followed: the
+// tap ends (its recorder connects again, from a keyframe).
+func TestTapEndsOnNewEncoding(t *testing.T) {
+	scr := newMemScreen(256, 128)
+	rng := rand.New(rand.NewPCG(9, 10))
+	scribble(scr, rng, 20)
+	s := newTestServer(t, scr, "")
+	v := noVNCViewer(t, s, EncTight)
+	a := tapReader(t, s, func() { step(t, scr, rng, v) })
+	a.update()
+	catchUp(t, a, v)
+	v.setEncodings(EncZlib)
+	scribble(scr, rng, 3)
+	v.request(true)
+	v.update()
+	a.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.ReadAll(a.br); err != nil {
+		t.Fatalf("the tap after the viewer took Zlib: %v (want its end)", err)
+	}
+}
