@@ -76,8 +76,10 @@ func TestTerminalMeasures(t *testing.T) {
 	if n := countSessions(t, dk.addr); n != 0 {
 		t.Fatalf("%d terminal sessions left after the measurements", n)
 	}
-	// 6 viewers, a line every 5 ms each for 2 s: far more than a few.
-	if r.lines < 6*100 || r.p50 <= 0 || r.p99 < r.p50 || r.cpu <= 0 {
+	// 6 viewers, a line every 5 ms each for 2 s: far more than a few
+	// (2400 on a quiet machine; 520 once under -race while make test ran
+	// other packages on both cores).
+	if r.lines < 6*40 || r.p50 <= 0 || r.p99 < r.p50 || r.cpu <= 0 {
 		t.Fatalf("crowd: %v", r)
 	}
 }
