@@ -46,6 +46,15 @@ func scribble(scr *memScreen, rng *rand.Rand, n int) {
 	}
 }
 
+// tapEnds reads the tap to its end, which must come within 5 s of why.
+func tapEnds(t *testing.T, r *rfbClient, why string) {
+	t.Helper()
+	r.c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.ReadAll(r.br); err != nil {
+		t.Fatalf("the tap after %s: %v (want its end)", why, err)
+	}
+}
+
 // catchUp reads the tap's updates until it shows what the viewer does.
 func catchUp(t *testing.T, r, v *rfbClient) {
 	t.Helper()
@@ -106,10 +115,7 @@ func TestTapFollowsViewer(t *testing.T) {
 	// The viewer leaves: the taps end; no one else to follow.
 	v.c.Close()
 	for _, r := range []*rfbClient{a, b} {
-		r.c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		if _, err := io.ReadAll(r.br); err != nil {
-			t.Fatalf("tap after the viewer left: %v", err)
-		}
+		tapEnds(t, r, "the viewer left")
 	}
 	if _, err := s.Tap(t.Context()); !errors.Is(err, ErrNoSource) {
 		t.Fatalf("tap with no viewer: %v", err)
@@ -134,8 +140,7 @@ func TestTapSources(t *testing.T) {
 	rec.setEncodings(EncTight)
 	rec.request(false)
 	rec.update()
-	raw := noVNCViewer(t, s, EncRaw)
-	_ = raw
+	noVNCViewer(t, s, EncRaw)
 	if _, err := s.Tap(t.Context()); !errors.Is(err, ErrNoSource) {
 		t.Fatalf("tap of a recorder, the server's format or Raw: %v", err)
 	}
@@ -154,7 +159,6 @@ func TestTapSources(t *testing.T) {
 		v1.update()
 		catchUp(t, a, v1)
 	}
-	_ = v2
 }
 
 // A keyframe with JPEG: what the viewer holds exactly goes lossless (its
@@ -238,8 +242,5 @@ func TestTapEndsOnNewEncoding(t *testing.T) {
 	scribble(scr, rng, 3)
 	v.request(true)
 	v.update()
-	a.c.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if _, err := io.ReadAll(a.br); err != nil {
-		t.Fatalf("the tap after the viewer took Zlib: %v (want its end)", err)
-	}
+	tapEnds(t, a, "the viewer took Zlib")
 }

@@ -97,16 +97,6 @@ func (f *fakeRFB) serve(c net.Conn) {
 	}
 }
 
-func openStore(t *testing.T, maxBytes int64) *Store {
-	t.Helper()
-	s, err := Open(t.TempDir(), maxBytes, time.Hour, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
-}
-
 // readDesktop reads a recording's segments: the bytes of each.
 func readDesktop(t *testing.T, s *Store, id string) (DesktopHeader, [][]byte, error) {
 	t.Helper()
@@ -144,6 +134,16 @@ func readDesktop(t *testing.T, s *Store, id string) (DesktopHeader, [][]byte, er
 			continue
 		}
 		segs[len(segs)-1] = append(segs[len(segs)-1], rec.Data...)
+	}
+}
+
+// waitEnded fails the test with why unless the recording ends in time.
+func waitEnded(t *testing.T, d *DesktopRecorder, within time.Duration, why string) {
+	t.Helper()
+	select {
+	case <-d.Done():
+	case <-time.After(within):
+		t.Fatal(why)
 	}
 }
 
@@ -214,11 +214,7 @@ func TestDesktopRecorderEnds(t *testing.T) {
 		}
 		time.Sleep(300 * time.Millisecond)
 		srv.refuse.Store(true)
-		select {
-		case <-d.Done():
-		case <-time.After(3 * time.Second):
-			t.Fatal("the recording did not end with the desktop")
-		}
+		waitEnded(t, d, 3*time.Second, "the recording did not end with the desktop")
 		if err := d.Err(); !errors.Is(err, ErrDesktopStopped) {
 			t.Errorf("Err: %v", err)
 		}
@@ -234,11 +230,7 @@ func TestDesktopRecorderEnds(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		select {
-		case <-d.Done():
-		case <-time.After(5 * time.Second):
-			t.Fatal("the recording did not stop at the quota")
-		}
+		waitEnded(t, d, 5*time.Second, "the recording did not stop at the quota")
 		if err := d.Err(); !errors.Is(err, ErrQuota) {
 			t.Errorf("Err: %v", err)
 		}

@@ -40,6 +40,18 @@ func FuzzCheckID(f *testing.F) {
 	})
 }
 
+// openStore opens a store in a new directory, bounded to maxBytes (0:
+// the default) and an hour, closed when the test ends.
+func openStore(t *testing.T, maxBytes int64) *Store {
+	t.Helper()
+	s, err := Open(t.TempDir(), maxBytes, time.Hour, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
 // castLines parses an asciicast v2 file: its header and events.
 func castLines(t *testing.T, b []byte) (map[string]any, [][]any) {
 	t.Helper()
@@ -64,11 +76,7 @@ func castLines(t *testing.T, b []byte) (map[string]any, [][]any) {
 }
 
 func TestCast(t *testing.T) {
-	s, err := Open(t.TempDir(), 0, 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openStore(t, 0)
 	f, err := s.Create(Terminal)
 	if err != nil {
 		t.Fatal(err)
@@ -127,12 +135,8 @@ func TestCast(t *testing.T) {
 }
 
 func TestStoreBounds(t *testing.T) {
-	dir := t.TempDir()
-	s, err := Open(dir, 10_000, time.Hour, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openStore(t, 10_000)
+	dir := s.root.Name()
 	mk := func(n int) string {
 		f, err := s.Create(Terminal)
 		if err != nil {
@@ -238,11 +242,7 @@ func TestFullDisk(t *testing.T) {
 // TestListWhileWriting: listing and writing at once (their locks are
 // taken in one order).
 func TestListWhileWriting(t *testing.T) {
-	s, err := Open(t.TempDir(), 1<<20, 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s := openStore(t, 1<<20)
 	f, err := s.Create(Terminal)
 	if err != nil {
 		t.Fatal(err)
