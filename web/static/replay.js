@@ -280,10 +280,17 @@ function label(ev) {
   }
 }
 
-async function loadMarkers(start, duration) {
-  const r = await fetch('record/', { cache: 'no-store' });
-  if (!r.ok) return [];
-  const list = (await r.json()).recordings || [];
+// listing is the list of recordings, asked for once: {status, list}
+// (list null when it did not load).
+function listing() {
+  return fetch('record/', { cache: 'no-store' })
+    .then(async (r) => ({ status: r.status, list: r.ok ? (await r.json()).recordings || [] : null }))
+    .catch(() => ({ status: 0, list: null }));
+}
+
+async function loadMarkers(listed, start, duration) {
+  const { list } = await listed;
+  if (!list) return [];
   const end = start + duration;
   const out = [];
   for (const info of list) {
@@ -308,15 +315,15 @@ async function loadMarkers(start, duration) {
   return out.sort((a, b) => a.ms - b.ms);
 }
 
-async function listRecordings(current) {
-  const r = await fetch('record/', { cache: 'no-store' });
-  if (!r.ok) {
-    $('recordings').textContent = r.status === 403 ? 'This link may not list recordings.' : 'The recordings do not load (' + r.status + ').';
+async function listRecordings(listed, current) {
+  const { status, list } = await listed;
+  if (!list) {
+    $('recordings').textContent = status === 403 ? 'This link may not list recordings.' : 'The recordings do not load (' + status + ').';
     return;
   }
   const ul = $('recordings');
   ul.replaceChildren();
-  for (const info of (await r.json()).recordings || []) {
+  for (const info of list) {
     if (info.kind !== 'desktop') continue;
     const li = document.createElement('li');
     const a = document.createElement('a');
@@ -331,7 +338,8 @@ async function listRecordings(current) {
 
 async function main() {
   const id = params.get('id');
-  listRecordings(id);
+  const listed = listing();
+  listRecordings(listed, id);
   if (!id) {
     $('side').hidden = false;
     $('listbtn').setAttribute('aria-pressed', 'true');
@@ -368,7 +376,7 @@ async function main() {
     if (e.key === ' ' && e.target === document.body) { e.preventDefault(); $('play').click(); }
   });
 
-  const markers = await loadMarkers(start, rec.duration).catch(() => []);
+  const markers = await loadMarkers(listed, start, rec.duration).catch(() => []);
   const marks = $('marks');
   const ol = $('markers');
   for (const m of markers) {
