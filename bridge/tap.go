@@ -53,7 +53,8 @@ type tap struct {
 
 	mu     sync.Mutex
 	queue  []byte
-	keyed  bool // its keyframe is queued: updates follow it
+	spare  []byte // the buffer run wrote last, for the queue to reuse
+	keyed  bool   // its keyframe is queued: updates follow it
 	closed bool
 	wake   chan struct{}
 }
@@ -141,13 +142,16 @@ func (t *tap) run() {
 			return
 		}
 		out := t.queue
-		t.queue = nil
+		t.queue, t.spare = t.spare[:0], nil
 		t.mu.Unlock()
 		t.ours.SetWriteDeadline(time.Now().Add(time.Minute))
 		if _, err := t.ours.Write(out); err != nil {
 			t.close()
 			return
 		}
+		t.mu.Lock()
+		t.spare = out
+		t.mu.Unlock()
 	}
 }
 

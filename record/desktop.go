@@ -121,6 +121,7 @@ type DesktopRecorder struct {
 
 	mu     sync.Mutex // orders the records
 	latest int        // the latest segment started
+	rec    []byte     // the record being written
 }
 
 // ErrDesktopStopped: the desktop went away (its RFB server closed the
@@ -381,11 +382,14 @@ func (d *DesktopRecorder) write(n int, typ byte, p []byte) error {
 		return nil
 	}
 	ms := time.Since(d.start).Milliseconds()
-	rec := make([]byte, 0, recordHeaderLen+len(p))
-	rec = append(rec, typ)
+	// One write a record (a crash leaves whole ones), through a buffer
+	// kept across records rather than one made for each.
+	rec := append(d.rec[:0], typ)
 	rec = binary.BigEndian.AppendUint32(rec, uint32(ms))
 	rec = binary.BigEndian.AppendUint32(rec, uint32(len(p)))
-	if _, err := d.f.Write(append(rec, p...)); err != nil {
+	rec = append(rec, p...)
+	d.rec = rec
+	if _, err := d.f.Write(rec); err != nil {
 		return writeError{err}
 	}
 	return nil
