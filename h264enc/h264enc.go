@@ -46,6 +46,9 @@ type Config struct {
 	// 26); MaxKbps, when set, caps the rate (VBV, one second of buffer).
 	CRF     int
 	MaxKbps int
+	// Preset is x264's speed/size trade (default ultrafast: live video;
+	// an export can take a slower one for smaller files).
+	Preset string
 	// Dir holds the key-frame file while the encoder runs (the daemon's
 	// run dir: only its own user writes there).
 	Dir        string
@@ -106,6 +109,9 @@ func Start(cfg Config) (*Encoder, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 2 * time.Second
 	}
+	if cfg.Preset == "" {
+		cfg.Preset = "ultrafast"
+	}
 	keys, err := os.CreateTemp(cfg.Dir, "x264-keys-*")
 	if err != nil {
 		return nil, fmt.Errorf("h264enc: key-frame file: %w", err)
@@ -129,7 +135,7 @@ func Start(cfg Config) (*Encoder, error) {
 	args := []string{"-o0", cfg.X264,
 		"--demuxer", "raw", "--input-csp", "i420", "--input-res", strconv.Itoa(w) + "x" + strconv.Itoa(h),
 		"--fps", strconv.Itoa(cfg.FPS),
-		"--preset", "ultrafast", "--tune", "zerolatency", "--profile", "baseline", "--threads", "1",
+		"--preset", cfg.Preset, "--tune", "zerolatency", "--profile", "baseline", "--threads", "1",
 		"--keyint", "infinite", "--qpfile", keys.Name(),
 		"--crf", strconv.Itoa(cfg.CRF),
 		// What toI420 makes (yuv.go).

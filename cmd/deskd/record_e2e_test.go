@@ -336,6 +336,8 @@ func TestDesktopRecording(t *testing.T) {
 	desk := desktopPage(t, full+"/cdp")
 	// The person: a click into the field and keys through noVNC.
 	br.clickCanvas(t, 0.5, 0.5)
+	// Keys sent before the click has focused the field would be lost.
+	waitDesktop(t, desk, `document.activeElement === document.getElementById("i")`)
 	if err := chromedp.Do(br.ctx, chromedp.KeyEvent("person")); err != nil {
 		t.Fatal(err)
 	}
