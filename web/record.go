@@ -16,6 +16,7 @@ import (
 //
 //	GET    record/          the recordings, newest first, and what is being recorded
 //	GET    record/{id}      download one (asciicast v2 for a terminal)
+//	GET    record/{id}/mp4  a desktop recording as an MP4 video, ?fps=1-30 (recexport.go)
 //	DELETE record/{id}      delete a finished one
 //	POST   record/start     {"desktop": true, "terminal": true, "input": false, "actions": true}:
 //	                        record the desktop while it runs, terminal sessions (running and
@@ -29,6 +30,7 @@ func (s *Server) recordRoutes(mux *http.ServeMux) {
 	}
 	mux.HandleFunc("GET /record/{$}", look(s.recordList))
 	mux.HandleFunc("GET /record/{id}", look(s.recordGet))
+	mux.HandleFunc("GET /record/{id}/mp4", look(s.recordMP4))
 	mux.HandleFunc("DELETE /record/{id}", s.requireFull(s.recordDelete))
 	mux.HandleFunc("POST /record/start", s.requireFull(requireJSON(s.recordSwitch(true))))
 	mux.HandleFunc("POST /record/stop", s.requireFull(requireJSON(s.recordSwitch(false))))

@@ -107,6 +107,11 @@ type Config struct {
 	// Video starts H.264 encoders for the RFB server (bridge.Config's);
 	// nil: encoding 50 is never used.
 	Video func(w, h, quality int) (bridge.VideoEncoder, error)
+	// ExportVideo starts H.264 encoders for MP4 exports of desktop
+	// recordings (record/{id}/mp4); nil: no export. Exports keep their
+	// files in ExportDir (default the system's temporary directory).
+	ExportVideo func(w, h, fps int) (record.FrameEncoder, error)
+	ExportDir   string
 }
 
 // Server serves deskd's HTTP API and pages.
@@ -126,6 +131,7 @@ type Server struct {
 	actions   atomic.Pointer[record.Actions]
 	actionsMu sync.Mutex
 	deskRec   deskRec // desktop recording (recdesk.go)
+	mp4       mp4Export // MP4 export (recexport.go)
 	takeover  takeover
 	lease     lease
 	human     humanInput
@@ -198,6 +204,7 @@ func (s *Server) Close() {
 	s.stopActions()
 	s.comp.mu.Unlock()
 	s.follow.Close()
+	s.mp4.close()
 }
 
 // Handler is the public handler, for the TCP listener.

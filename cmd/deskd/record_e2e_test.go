@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -459,5 +460,54 @@ func TestDesktopRecording(t *testing.T) {
 	br.waitJS(t, `replay.position() >= replay.duration`)
 	if got := br.eval(t, `replay.seek(replay.duration).then(() => replay.hash())`); got != agent {
 		t.Errorf("played to the end: %s, want %s", got, agent)
+	}
+
+	// The MP4 export (x264 on the server) plays in Chromium's <video>:
+	// its size and length are the recording's, and at the person's and
+	// the agent's moments it shows what the replay does (H.264 is lossy:
+	// pixels far apart are counted), not the other moment's picture.
+	br.eval(t, `(async () => {
+		const v = document.createElement("video");
+		v.muted = true;
+		v.src = replay.mp4;
+		document.body.append(v);
+		await new Promise((ok, bad) => { v.onloadeddata = ok; v.onerror = () => bad(new Error("video: " + (v.error && v.error.message))); });
+		window.mp4 = v;
+		window.frameAt = async (ms) => {
+			await new Promise((ok) => { v.onseeked = ok; v.currentTime = ms / 1000; });
+			const c = document.createElement("canvas");
+			c.width = v.videoWidth;
+			c.height = v.videoHeight;
+			const g = c.getContext("2d");
+			g.drawImage(v, 0, 0);
+			return g.getImageData(0, 0, c.width, c.height).data;
+		};
+		window.replayAt = async (ms) => {
+			await replay.seek(ms);
+			const c = document.querySelector("#stage canvas");
+			return c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
+		};
+		window.far = (a, b) => { let n = 0; for (let i = 0; i < a.length; i += 4) if (Math.abs(a[i] - b[i]) + Math.abs(a[i+1] - b[i+1]) + Math.abs(a[i+2] - b[i+2]) > 96) n++; return n; };
+		return "ok";
+	})()`)
+	var video struct {
+		W, H, Duration                    float64
+		Person, Agent, PersonVsAgent, Gap float64
+	}
+	js := fmt.Sprintf(`(async () => {
+		const p = await replayAt(%[1]f), a = await replayAt(%[2]f);
+		const vp = await frameAt(%[1]f), va = await frameAt(%[2]f);
+		return JSON.stringify({w: mp4.videoWidth, h: mp4.videoHeight, duration: mp4.duration * 1000,
+			person: far(vp, p), agent: far(va, a), personVsAgent: far(p, a), gap: far(va, p)});
+	})()`, takeoverEnd, agentMS)
+	if err := json.Unmarshal([]byte(br.eval(t, js)), &video); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("MP4: %+v", video)
+	if video.W != 1024 || video.H != 768 || math.Abs(video.Duration-info.Duration) > 250 {
+		t.Errorf("the MP4 is %vx%v, %.0f ms; the recording 1024x768, %.0f ms", video.W, video.H, video.Duration, info.Duration)
+	}
+	if video.PersonVsAgent < 200 || video.Person > video.PersonVsAgent/4 || video.Agent > video.PersonVsAgent/4 || video.Gap < video.PersonVsAgent/2 {
+		t.Errorf("the MP4's pictures (pixels far from the replay's): %+v", video)
 	}
 }

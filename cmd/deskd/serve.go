@@ -208,7 +208,7 @@ func NewDaemon(cfg *Config, stderr io.Writer) (*Daemon, error) {
 		MaxViewers: cfg.MaxViewers, FilesRoot: home, FilesOwner: cred, MaxUpload: cfg.MaxUploadMiB << 20,
 		Recordings: d.recs, TerminalRecorder: termRec, RecordView: cfg.RecordView, RecordActions: cfg.recordsActions(),
 		RecordDesktop: cfg.recordsDesktop(), RecordKeyframe: cfg.RecordKeyframe, RecordKeyframeBytes: cfg.keyframeBytes(),
-		Cores: d.cores, TabFollow: cfg.TabFollow, Proxy: d.proxy, Video: videoEncoders(cfg, d.sp, cred, d.log), FilesDeny: absPaths(cmp.Or(cfg.ProfileDir, filepath.Join(cfg.RunDir, "chromium-profile")), cfg.RunDir, cfg.PanelSecretFile, cfg.VNCPasswordFile, cfg.ProxyCredentialsFile),
+		Cores: d.cores, TabFollow: cfg.TabFollow, Proxy: d.proxy, Video: videoEncoders(cfg, d.sp, cred, d.log), ExportVideo: exportEncoders(cfg, d.sp, cred), ExportDir: cfg.RunDir, FilesDeny: absPaths(cmp.Or(cfg.ProfileDir, filepath.Join(cfg.RunDir, "chromium-profile")), cfg.RunDir, cfg.PanelSecretFile, cfg.VNCPasswordFile, cfg.ProxyCredentialsFile),
 	})
 	if cfg.recordsTerminal() {
 		d.term.SetRecording(true)

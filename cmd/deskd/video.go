@@ -4,10 +4,12 @@ import (
 	"log/slog"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/cubepod/deskd/bridge"
 	"github.com/cubepod/deskd/h264enc"
 	"github.com/cubepod/deskd/proc"
+	"github.com/cubepod/deskd/record"
 )
 
 // videoEncoders is the RFB server's H.264 encoder factory: x264 children
@@ -40,3 +42,24 @@ func videoEncoders(cfg *Config, sp *proc.Spawner, cred *syscall.Credential, log 
 // 0.883 against 0.884-0.897) in a quarter of its bytes (11.6 against
 // 46.7 Mbit/s); 26 gave 0.85 in 7 Mbit/s, 22 gave 0.92 in 21 Mbit/s.
 func crfFor(quality int) int { return 36 - 2*min(max(quality, 0), 9) }
+
+// exportEncoders starts x264 children (as the GUI user) for MP4 exports
+// of desktop recordings, whatever --h264 says (that is for viewers);
+// nil when no x264 is installed (export answers 501).
+func exportEncoders(cfg *Config, sp *proc.Spawner, cred *syscall.Credential) func(w, h, fps int) (record.FrameEncoder, error) {
+	x264, stdbuf, err := h264enc.Find(cfg.X264)
+	if err != nil {
+		return nil
+	}
+	return func(w, h, fps int) (record.FrameEncoder, error) {
+		// An export is watched later and at leisure: a slower preset
+		// and a better rate factor than live video's.
+		return h264enc.Start(h264enc.Config{
+			X264: x264, Stdbuf: stdbuf, Width: w, Height: h, FPS: fps,
+			CRF: 23, Preset: "veryfast", Timeout: 10 * time.Second,
+			Dir:     cfg.RunDir,
+			Spawner: sp, Credential: cred,
+			LogPath: filepath.Join(cfg.RunDir, "logs", "x264-export.log"),
+		})
+	}
+}

@@ -357,6 +357,9 @@ async function main() {
   seekEl.max = String(rec.duration);
   seekEl.disabled = false;
   $('play').disabled = false;
+  const mp4 = 'record/' + encodeURIComponent(id) + '/mp4';
+  $('mp4').href = mp4;
+  $('mp4').hidden = false;
   const total = fmt(rec.duration);
   player.onprogress = (ms) => {
     $('clock').textContent = fmt(ms) + ' / ' + total;
@@ -399,7 +402,7 @@ async function main() {
   document.body.dataset.state = 'ready';
   status(id + ': ' + rec.segs.length + ' segments, ' + markers.length + ' markers');
   window.replay = {
-    id, header: rec.header, duration: rec.duration, markers,
+    id, header: rec.header, duration: rec.duration, markers, mp4,
     segments: rec.segs.map((sg) => ({ start: sg.start, usable: Number.isFinite(sg.usable) ? sg.usable : null })),
     seek: (ms) => player.seek(ms),
     play: () => player.play(),
