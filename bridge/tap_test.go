@@ -1,9 +1,12 @@
 package bridge
 
 import (
+	"context"
 	"errors"
 	"io"
 	"math/rand/v2"
+	"net"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -243,4 +246,75 @@ func TestTapEndsOnNewEncoding(t *testing.T) {
 	v.request(true)
 	v.update()
 	tapEnds(t, a, "the viewer took Zlib")
+}
+
+// TapConn reads what is pushed, in order and in pieces; honours read
+// deadlines, set before or during a read; drops writes; and ends with
+// io.EOF when closed, when its context ends, or when its recorder fell
+// too far behind.
+func TestTapConn(t *testing.T) {
+	newConn := func() (TapConn, *tap) {
+		tp := &tap{wake: make(chan struct{}, 1)}
+		return TapConn{tp}, tp
+	}
+	c, tp := newConn()
+	tp.push([]byte("hello "), []byte("world"))
+	buf := make([]byte, 4)
+	var got []byte
+	for len(got) < 11 {
+		n, err := c.Read(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, buf[:n]...)
+	}
+	if string(got) != "hello world" || tp.off != 0 || len(tp.queue) != 0 {
+		t.Fatalf("read %q; queue %d/%d", got, tp.off, len(tp.queue))
+	}
+	if n, err := c.Write([]byte("request")); n != 7 || err != nil {
+		t.Fatalf("write: %d %v", n, err)
+	}
+	c.SetReadDeadline(time.Now().Add(30 * time.Millisecond))
+	if _, err := c.Read(buf); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("past the deadline: %v", err)
+	}
+	c.SetDeadline(time.Time{})
+	read := make(chan error, 1)
+	go func() { _, err := c.Read(buf); read <- err }()
+	time.Sleep(20 * time.Millisecond)
+	c.SetReadDeadline(time.Now().Add(-time.Second)) // moved while it waits
+	if err := <-read; !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a deadline set during a read: %v", err)
+	}
+	c.SetDeadline(time.Time{})
+	go func() { _, err := c.Read(buf); read <- err }()
+	time.Sleep(20 * time.Millisecond)
+	c.Close()
+	if err := <-read; err != io.EOF {
+		t.Fatalf("closed during a read: %v", err)
+	}
+	if _, err := c.Write(buf); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("write after close: %v", err)
+	}
+
+	c, tp = newConn()
+	tp.push(make([]byte, maxTapQueue/2))
+	tp.push(make([]byte, maxTapQueue/2+1)) // the recorder fell behind
+	if _, err := c.Read(buf); err != io.EOF || tp.queue != nil {
+		t.Fatalf("over the bound: %v, %d bytes kept", err, len(tp.queue))
+	}
+
+	scr := newMemScreen(64, 48)
+	s := newTestServer(t, scr, "")
+	noVNCViewer(t, s, EncTight)
+	ctx, cancel := context.WithCancel(t.Context())
+	conn, err := s.Tap(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.ReadAll(conn); err != nil {
+		t.Fatalf("the tap after its context ended: %v (want its end)", err)
+	}
 }

@@ -451,32 +451,15 @@ func (d *DesktopRecorder) segment(s *segment) error {
 
 	// The requester asks for the next update once some of the last one
 	// has come, MinInterval apart: one update in flight, none asked for
-	// while the screen is still. It ends with the segment.
+	// while the screen is still. It ends with the segment. A tap needs
+	// none: it brings what its viewer asks for.
 	asks := make(chan struct{}, 1)
 	segDone := make(chan struct{})
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		tick := time.NewTimer(0)
-		defer tick.Stop()
-		for {
-			select {
-			case <-segDone:
-				return
-			case <-asks:
-			}
-			if _, err := conn.Write(updateRequest(true)); err != nil {
-				return
-			}
-			tick.Reset(d.o.MinInterval)
-			select {
-			case <-segDone:
-				return
-			case <-tick.C:
-			}
-		}
-	}()
+	if !exact(conn) {
+		wg.Add(1)
+		go d.requester(conn, asks, segDone, &wg)
+	}
 	defer wg.Wait()
 	defer close(segDone)
 
@@ -489,12 +472,36 @@ func (d *DesktopRecorder) segment(s *segment) error {
 			}
 			s.bytes.Add(int64(n))
 			select {
-			case asks <- struct{}{}:
+			case asks <- struct{}{}: // (nobody takes it from a tap's)
 			default:
 			}
 		}
 		if rerr != nil {
 			return fmt.Errorf("record: desktop: %w", rerr)
+		}
+	}
+}
+
+// requester writes an update request for each ask, MinInterval apart,
+// until done.
+func (d *DesktopRecorder) requester(conn net.Conn, asks, done <-chan struct{}, wg *sync.WaitGroup) {
+	defer wg.Done()
+	tick := time.NewTimer(0)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-asks:
+		}
+		if _, err := conn.Write(updateRequest(true)); err != nil {
+			return
+		}
+		tick.Reset(d.o.MinInterval)
+		select {
+		case <-done:
+			return
+		case <-tick.C:
 		}
 	}
 }
