@@ -130,7 +130,7 @@ type Server struct {
 	// serialises its start and stop.
 	actions   atomic.Pointer[record.Actions]
 	actionsMu sync.Mutex
-	deskRec   deskRec // desktop recording (recdesk.go)
+	deskRec   deskRec   // desktop recording (recdesk.go)
 	mp4       mp4Export // MP4 export (recexport.go)
 	takeover  takeover
 	lease     lease
