@@ -47,8 +47,10 @@ type Config struct {
 	CRF     int
 	MaxKbps int
 	// Preset is x264's speed/size trade (default ultrafast: live video;
-	// an export can take a slower one for smaller files).
-	Preset string
+	// an export can take a slower one for smaller files). Profile is
+	// baseline unless set (noVNC's decoders want constrained baseline;
+	// a file for players can be high: CABAC, 8x8 transforms).
+	Preset, Profile string
 	// Dir holds the key-frame file while the encoder runs (the daemon's
 	// run dir: only its own user writes there).
 	Dir        string
@@ -112,6 +114,9 @@ func Start(cfg Config) (*Encoder, error) {
 	if cfg.Preset == "" {
 		cfg.Preset = "ultrafast"
 	}
+	if cfg.Profile == "" {
+		cfg.Profile = "baseline"
+	}
 	keys, err := os.CreateTemp(cfg.Dir, "x264-keys-*")
 	if err != nil {
 		return nil, fmt.Errorf("h264enc: key-frame file: %w", err)
@@ -135,7 +140,7 @@ func Start(cfg Config) (*Encoder, error) {
 	args := []string{"-o0", cfg.X264,
 		"--demuxer", "raw", "--input-csp", "i420", "--input-res", strconv.Itoa(w) + "x" + strconv.Itoa(h),
 		"--fps", strconv.Itoa(cfg.FPS),
-		"--preset", cfg.Preset, "--tune", "zerolatency", "--profile", "baseline", "--threads", "1",
+		"--preset", cfg.Preset, "--tune", "zerolatency", "--profile", cfg.Profile, "--threads", "1",
 		"--keyint", "infinite", "--qpfile", keys.Name(),
 		"--crf", strconv.Itoa(cfg.CRF),
 		// What toI420 makes (yuv.go).

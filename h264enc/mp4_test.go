@@ -74,7 +74,7 @@ func u32s(b []byte) []uint32 {
 // holds x264's SPS and PPS; what a player needs is before the samples.
 func TestMP4Writer(t *testing.T) {
 	const w, h = 64, 48
-	e := startX264(t, w, h, func(c *Config) { c.Preset = "veryfast"; c.FPS = 10 })
+	e := startX264(t, w, h, func(c *Config) { c.Preset, c.Profile, c.FPS = "veryfast", "high", 10 })
 	var samples bytes.Buffer
 	m, err := NewMP4Writer(&samples, w, h)
 	if err != nil {
@@ -121,6 +121,9 @@ func TestMP4Writer(t *testing.T) {
 	avcC := find(t, boxes, append(stbl, "stsd", "avc1", "avcC")...).body
 	if n := int(binary.BigEndian.Uint16(avcC[6:])); !bytes.Equal(avcC[8:8+n], sps) || avcC[1] != sps[1] || avcC[3] != sps[3] {
 		t.Fatalf("avcC %x does not hold the SPS %x", avcC, sps)
+	}
+	if avcC[1] != 100 {
+		t.Fatalf("profile_idc %d, want 100 (high, as asked)", avcC[1])
 	}
 	// Durations: each to the next picture, the first from 0, the last to 3 s.
 	stts := u32s(find(t, boxes, append(stbl, "stts")...).body[4:])
