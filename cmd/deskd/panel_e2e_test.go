@@ -195,12 +195,14 @@ func TestPanelInBrowser(t *testing.T) {
 
 	// Click and type through noVNC: the desktop's own Chromium, asked over
 	// the CDP relay, saw both.
+	page := desktopPage(t, strings.Replace(sr.CDPURL, "/vnc.html?autoconnect=true&resize=scale", "", 1))
 	b.clickCanvas(t, 0.5, 0.8)
+	// Keys sent before the click has focused the field would be lost.
+	waitDesktop(t, page, `window.clicks >= 1 && document.activeElement === document.getElementById("i")`)
 	if err := chromedp.Do(b.ctx, chromedp.SendKeys(chromedp.CSS("#screen canvas"), "Typed-42")); err != nil {
 		t.Fatal(err)
 	}
-	page := desktopPage(t, strings.Replace(sr.CDPURL, "/vnc.html?autoconnect=true&resize=scale", "", 1))
-	waitDesktop(t, page, `window.clicks >= 1 && document.getElementById("i").value === "Typed-42"`)
+	waitDesktop(t, page, `document.getElementById("i").value === "Typed-42"`)
 
 	// The clipboard both ways, in UTF-8, against xclip (an X client we
 	// did not write): typed into the page's clipboard box it reaches X;
