@@ -110,6 +110,13 @@ func TestRecordMP4(t *testing.T) {
 			t.Errorf("%s: %d %.200s; want %d with %q", tt.name, code, body, tt.want, tt.has)
 		}
 	}
+	// The list says whether export is there (the replay page shows its link then).
+	if _, _, body := get(s, full+"/record/", ""); !bytes.Contains(body, []byte(`"mp4":true`)) {
+		t.Errorf("the list with x264: %s", body)
+	}
+	if _, _, body := get(none, full+"/record/", ""); !bytes.Contains(body, []byte(`"mp4":false`)) {
+		t.Errorf("the list without x264: %s", body)
+	}
 	if n := started.Load(); n != 0 {
 		t.Fatalf("refused requests started %d encoders", n)
 	}

@@ -44,10 +44,11 @@ type recordState struct {
 	TerminalInput bool   `json:"terminal_input"`
 	Actions       string `json:"actions,omitempty"` // the action log being written
 	Bytes         int64  `json:"bytes"`             // the recordings' space in use
+	MP4           bool   `json:"mp4"`               // record/{id}/mp4 can export (x264 is there)
 }
 
 func (s *Server) recordState() recordState {
-	st := recordState{Bytes: s.cfg.Recordings.Bytes()}
+	st := recordState{Bytes: s.cfg.Recordings.Bytes(), MP4: s.cfg.ExportVideo != nil}
 	st.Desktop, st.DesktopID = s.desktopRecording()
 	if a := s.actions.Load(); a != nil {
 		st.Actions = a.ID()

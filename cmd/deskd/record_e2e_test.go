@@ -466,6 +466,7 @@ func TestDesktopRecording(t *testing.T) {
 	// its size and length are the recording's, and at the person's and
 	// the agent's moments it shows what the replay does (H.264 is lossy:
 	// pixels far apart are counted), not the other moment's picture.
+	br.waitJS(t, `!document.getElementById("mp4").hidden`) // x264 is there: the page offers the export
 	br.eval(t, `(async () => {
 		const v = document.createElement("video");
 		v.muted = true;

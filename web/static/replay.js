@@ -284,8 +284,11 @@ function label(ev) {
 // (list null when it did not load).
 function listing() {
   return fetch('record/', { cache: 'no-store' })
-    .then(async (r) => ({ status: r.status, list: r.ok ? (await r.json()).recordings || [] : null }))
-    .catch(() => ({ status: 0, list: null }));
+    .then(async (r) => {
+      const body = r.ok ? await r.json() : null;
+      return { status: r.status, list: body ? body.recordings || [] : null, mp4: !!(body && body.recording && body.recording.mp4) };
+    })
+    .catch(() => ({ status: 0, list: null, mp4: false }));
 }
 
 async function loadMarkers(listed, start, duration) {
@@ -359,7 +362,9 @@ async function main() {
   $('play').disabled = false;
   const mp4 = 'record/' + encodeURIComponent(id) + '/mp4';
   $('mp4').href = mp4;
-  $('mp4').hidden = false;
+  // Shown when the server can export (x264 installed); a link that may
+  // not list recordings cannot tell, and tries.
+  listed.then(({ list, mp4: can }) => { $('mp4').hidden = list !== null && !can; });
   const total = fmt(rec.duration);
   player.onprogress = (ms) => {
     $('clock').textContent = fmt(ms) + ' / ' + total;
