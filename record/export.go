@@ -50,9 +50,10 @@ type ExportStats struct {
 var ErrExportTooLarge = errors.New("record: the exported video outgrew its bound")
 
 // ExportMP4 writes a desktop recording read from r as an MP4 (H.264) on
-// w, its pictures first written to scratch (an empty temporary file: the
-// MP4's index goes before them, and is known at the end): the picture a viewer of the recording shows, looked at FPS times a
-// second and encoded when it changed. The video keeps the recording's
+// w: the picture a viewer of the recording shows, looked at FPS times a
+// second and encoded when it changed. The pictures go to scratch first
+// (an empty temporary file): the MP4's index goes before them and is
+// known only at the end. The video keeps the recording's
 // clock (a picture at 12.3 s of the video is the one at 12.3 s of the
 // recording) and the first segment's size; a later size is cut or
 // padded with black to it. A recording cut short (being written, or by

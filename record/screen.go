@@ -460,7 +460,7 @@ func (s *Screen) tight(c *cursor, r image.Rectangle, apply bool) error {
 	switch {
 	case colours == 2:
 		row = (w + 7) / 8
-	case colours > 2:
+	case colours > 0: // one colour too, as noVNC reads it: a byte a pixel
 		row = w
 	}
 	size := row * h

@@ -102,11 +102,12 @@ func goodStream(t testing.TB) []byte {
 	// copy filter through stream 0, then a few bytes unpacked.
 	bits := bytes.Repeat([]byte{0xf0, 0x0f, 0xff, 0x00}, 4)
 	raw := bytes.Repeat([]byte{1, 2, 3}, 32*2)
-	s.update(4).
+	s.update(5).
 		rect(32, 0, 32, 4, 7, append([]byte{0x50, 1, 1, 255, 0, 0, 0, 0, 255}, z1.chunk(bits)...)...).
 		rect(0, 40, 32, 2, 7, append([]byte{0x00}, z0.chunk(raw)...)...).
 		rect(60, 40, 2, 1, 7, 0x40, 0, 9, 9, 9, 8, 8, 8).
-		rect(0, 0, 0, 0, -224) // LastRect: the fourth is not sent
+		rect(56, 40, 3, 1, 7, 0x40, 1, 0, 7, 7, 7, 0, 0, 0). // a palette of one: a byte a pixel
+		rect(0, 0, 0, 0, -224)                               // LastRect: the fifth is not sent
 	s.b = append(s.b, 2)                                          // bell
 	s.b = append(s.b, 248, 0, 0, 0, 0, 0, 0, 1, 3, 'a', 'b', 'c') // fence
 	s.b = append(s.b, 3, 0, 0, 0, 0, 0, 0, 2, 'h', 'i')           // cut text
@@ -238,7 +239,7 @@ func FuzzScreen(f *testing.F) {
 	hs := serverHandshake(64, 48)
 	f.Add(hs, uint8(1))
 	good := goodStream(f)
-	f.Add(append(bytes.Clone(hs), good[bytes.Index(good, []byte{0, 0, 0, 4}):]...), uint8(7))
+	f.Add(append(bytes.Clone(hs), good[bytes.Index(good, []byte{0, 0, 0, 5}):]...), uint8(7))
 	f.Add(append(bytes.Clone(hs), (&rfbStream{}).update(1).rect(0, 0, 8, 8, 7, append([]byte{0x90}, jpegOf(f, 8, 8, color.RGBA{R: 9})...)...).b...), uint8(40))
 	f.Fuzz(func(t *testing.T, b []byte, split uint8) {
 		s := &Screen{}

@@ -304,6 +304,9 @@ func (s *Store) Create(kind string) (*File, error) {
 // Written is how many bytes recordings wrote since Open.
 func (s *Store) Written() int64 { return s.written.Load() }
 
+// MaxBytes is the bound of all recordings together.
+func (s *Store) MaxBytes() int64 { return s.maxBytes }
+
 // Active is how many recordings are being written.
 func (s *Store) Active() int {
 	s.mu.Lock()

@@ -126,7 +126,10 @@ func (s *Server) exportMP4(ctx context.Context, rec io.Reader, fps int) (*os.Fil
 	if err != nil {
 		return nil, record.ExportStats{}, fmt.Errorf("export: %w", err)
 	}
-	st, err := record.ExportMP4(ctx, rec, out, scratch, record.ExportOptions{FPS: fps, NewEncoder: s.cfg.ExportVideo})
+	// An export is bounded as the recordings are together (its files may
+	// be in a tmpfs: memory): none of them can be larger.
+	st, err := record.ExportMP4(ctx, rec, out, scratch, record.ExportOptions{FPS: fps, NewEncoder: s.cfg.ExportVideo,
+		MaxBytes: s.cfg.Recordings.MaxBytes()})
 	if err != nil {
 		out.Close()
 		os.Remove(out.Name())
