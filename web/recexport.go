@@ -53,13 +53,8 @@ func (s *Server) recordMP4(w http.ResponseWriter, r *http.Request) {
 		fps = n
 	}
 	id := r.PathValue("id")
-	f, info, err := s.cfg.Recordings.Get(id)
-	switch {
-	case errors.Is(err, record.ErrNotFound):
-		apiError(w, http.StatusNotFound, err.Error())
-		return
-	case err != nil:
-		apiError(w, http.StatusBadRequest, err.Error())
+	f, info, ok := s.openRecording(w, r)
+	if !ok {
 		return
 	}
 	defer f.Close()

@@ -6,6 +6,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"os"
 	"strconv"
 
 	"github.com/cubepod/deskd/record"
@@ -74,15 +75,25 @@ func (s *Server) recordList(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"recordings": list, "recording": s.recordState()})
 }
 
-func (s *Server) recordGet(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	f, info, err := s.cfg.Recordings.Get(id)
+// openRecording opens the recording the path names, or answers why it
+// cannot (404, or 400 for a bad id) and returns false.
+func (s *Server) openRecording(w http.ResponseWriter, r *http.Request) (*os.File, record.Info, bool) {
+	f, info, err := s.cfg.Recordings.Get(r.PathValue("id"))
 	switch {
 	case errors.Is(err, record.ErrNotFound):
 		apiError(w, http.StatusNotFound, err.Error())
-		return
+		return nil, info, false
 	case err != nil:
 		apiError(w, http.StatusBadRequest, err.Error())
+		return nil, info, false
+	}
+	return f, info, true
+}
+
+func (s *Server) recordGet(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	f, info, ok := s.openRecording(w, r)
+	if !ok {
 		return
 	}
 	defer f.Close()
