@@ -418,8 +418,12 @@ func (c *client) writeLoop(ctx context.Context) error {
 		req, push := c.request, false
 		if !c.requested { // under continuous updates no request is needed
 			req, push = c.pushing()
-			if !push && videoDue && c.flow.enabled && c.videoRoom() {
-				req, push = c.flow.area, true
+			if !push && videoDue && c.flow.enabled {
+				if c.videoRoom() {
+					req, push = c.flow.area, true
+				} else {
+					c.video.noteHeld(time.Now())
+				}
 			}
 			if !push && c.flow.enabled && (c.dirty.n > 0 || videoDue) {
 				c.cong.held()

@@ -1,6 +1,7 @@
 package bridge
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math"
 	"sync"
@@ -24,10 +25,15 @@ import (
 // VideoEncoder encodes frames of one size as H.264 (h264enc's Encoder
 // implements it).
 type VideoEncoder interface {
-	// Encode appends the picture of the BGRX frame whose pixel (x, y)
-	// is at pix[y*stride+4*x] to dst as Annex-B (SPS and PPS before a
-	// key frame), a key frame when key; it reports whether it made one.
-	Encode(dst, pix []byte, stride int, key bool) ([]byte, bool, error)
+	// Load takes the BGRX frame whose pixel (x, y) is at
+	// pix[y*stride+4*x] for the next EncodeLoaded (it may change once
+	// Load returns: the stream converts straight from the framebuffer,
+	// under its lock, and encodes after).
+	Load(pix []byte, stride int) error
+	// EncodeLoaded appends the picture of that frame to dst as Annex-B
+	// (SPS and PPS before a key frame), a key frame when key; it reports
+	// whether it made one.
+	EncodeLoaded(dst []byte, key bool) ([]byte, bool, error)
 	Close() error
 }
 
@@ -45,7 +51,13 @@ const (
 	videoRetry    = 10 * time.Second       // after an encoder failed, no new one before this
 	videoDown     = time.Second            // a viewer's stream goes a tier down at most this often
 	videoUp       = 5 * time.Second        // and up only after this long at its tier
-	h264ResetThis = 1                      // encoding 50's flags: reset this rectangle's decoder
+	videoUpMax    = 80 * time.Second       // the longest wait for a trial a tier up
+	// The window holding pictures back for heldLong (no break of
+	// heldBreak) says the path does not carry the stream; shorter, the
+	// viewer stopped for a moment (its page busy).
+	heldLong      = time.Second
+	heldBreak     = 250 * time.Millisecond
+	h264ResetThis = 1 // encoding 50's flags: reset this rectangle's decoder
 )
 
 // motion is the capture loop's account of which tiles keep changing.
@@ -58,6 +70,19 @@ type motion struct {
 	candAt int64   // since when
 	hot    []bool  // scratch: per tile, hot and not yet in a group
 	group  []int32 // scratch: tiles of a group to look around
+	// members and best are scratch: the tiles of the group being
+	// flooded and of the largest so far.
+	members, best []int32
+	// settled is the tile box the current region was settled from
+	// (empty: no region); a region is the part of it seen changing.
+	settled Rect
+	// watched is a candidate whose pixels are followed while it settles
+	// (prev: its pixels at the last capture, rows packed), exact the part
+	// of it seen changing since: the region it becomes is that, not the
+	// tiles (a 960x540 video on the screen's tile grid was 1024x640, a
+	// quarter more for the encoder, all of it still).
+	watched, exact Rect
+	prev           []byte
 }
 
 // heat notes the tiles of changed (a capture's changed tiles) at now and
@@ -96,10 +121,12 @@ func (m *motion) heat(changed []Rect, w, h int, now int64) Rect {
 		// Flood the group from i, clearing its tiles as they are taken.
 		x0, y0, x1, y1, n := cols, rows, -1, -1, 0
 		m.group = append(m.group[:0], int32(i))
+		m.members = m.members[:0]
 		m.hot[i] = false
 		for len(m.group) > 0 {
 			j := int(m.group[len(m.group)-1])
 			m.group = m.group[:len(m.group)-1]
+			m.members = append(m.members, int32(j))
 			tx, ty := j%cols, j/cols
 			x0, y0, x1, y1, n = min(x0, tx), min(y0, ty), max(x1, tx), max(y1, ty), n+1
 			for dy := -1; dy <= 1; dy++ {
@@ -113,17 +140,142 @@ func (m *motion) heat(changed []Rect, w, h int, now int64) Rect {
 		}
 		if n > bestN {
 			best, bestN = Rect{x0, y0, x1 - x0 + 1, y1 - y0 + 1}, n
+			m.best, m.members = m.members, m.best
 		}
 	}
 	if bestN == 0 {
 		return Rect{}
 	}
+	best, bestN = trimEdges(best, m.best, cols)
 	r := Rect{best.X * tile, best.Y * tile, min((best.X+best.W)*tile, w) - best.X*tile, min((best.Y+best.H)*tile, h) - best.Y*tile}
 	r.W, r.H = r.W&^1, r.H&^1 // 4:2:0: even sides (a last odd column or row goes as before)
 	if 100*bestN < videoMinFill*best.W*best.H || videoMinShare*r.W*r.H < w*h || r.W < videoMinSide || r.H < videoMinSide {
 		return Rect{}
 	}
 	return r
+}
+
+// trimEdges drops the box's edge rows and columns (in tiles) where fewer
+// than half the tiles belong to the group (tiles, indices in rows of
+// cols), and returns the box and its tiles left: a bit of the page that
+// moves beside a video and touches it (the bench's frame tag at a
+// corner) is not part of it, and took two rows of still page in.
+func trimEdges(box Rect, tiles []int32, cols int) (Rect, int) {
+	in := func(x0, y0, x1, y1 int) int { // the group's tiles in [x0,x1]x[y0,y1]
+		n := 0
+		for _, j := range tiles {
+			if tx, ty := int(j)%cols, int(j)/cols; tx >= x0 && tx <= x1 && ty >= y0 && ty <= y1 {
+				n++
+			}
+		}
+		return n
+	}
+	for trimmed := true; trimmed && !box.Empty(); {
+		trimmed = false
+		x0, y0, x1, y1 := box.X, box.Y, box.X+box.W-1, box.Y+box.H-1
+		switch {
+		case 2*in(x0, y0, x1, y0) < box.W:
+			box.Y, box.H = box.Y+1, box.H-1
+		case 2*in(x0, y1, x1, y1) < box.W:
+			box.H--
+		case 2*in(x0, y0, x0, y1) < box.H:
+			box.X, box.W = box.X+1, box.W-1
+		case 2*in(x1, y0, x1, y1) < box.H:
+			box.W--
+		default:
+			continue
+		}
+		trimmed = true
+	}
+	if box.Empty() {
+		return box, 0
+	}
+	return box, in(box.X, box.Y, box.X+box.W-1, box.Y+box.H-1)
+}
+
+// watch follows the pixels of found, the region heat found, while it is
+// a candidate: exact grows to take in every pixel of it that differs
+// from the capture before (fb: the framebuffer after this capture).
+func (m *motion) watch(found Rect, fb *Frame) {
+	if found.Empty() || found == m.settled {
+		m.watched, m.exact, m.prev = Rect{}, Rect{}, nil
+		return
+	}
+	row := 4 * found.W
+	if found != m.watched {
+		m.watched, m.exact = found, Rect{}
+		if cap(m.prev) < row*found.H {
+			m.prev = make([]byte, row*found.H)
+		}
+		m.prev = m.prev[:row*found.H]
+		for y := range found.H {
+			o := (found.Y+y)*fb.Stride + 4*found.X
+			copy(m.prev[y*row:(y+1)*row], fb.Pix[o:o+row])
+		}
+		return
+	}
+	// Bounds so far, in found's pixels; a row only needs looking at
+	// outside them.
+	x0, x1, y0, y1 := found.W, 0, found.H, 0
+	if e := m.exact; !e.Empty() {
+		x0, x1, y0, y1 = e.X-found.X, e.X+e.W-found.X, e.Y-found.Y, e.Y+e.H-found.Y
+	}
+	for y := range found.H {
+		o := (found.Y+y)*fb.Stride + 4*found.X
+		was, now := m.prev[y*row:(y+1)*row], fb.Pix[o:o+row]
+		if bytes.Equal(was, now) {
+			continue
+		}
+		y0, y1 = min(y0, y), max(y1, y+1)
+		for x := 0; x < x0; x++ {
+			if !bytes.Equal(was[4*x:4*x+4], now[4*x:4*x+4]) {
+				x0 = x
+				break
+			}
+		}
+		for x := found.W - 1; x >= x1; x-- {
+			if !bytes.Equal(was[4*x:4*x+4], now[4*x:4*x+4]) {
+				x1 = x + 1
+				break
+			}
+		}
+		copy(was, now)
+	}
+	if x1 > x0 && y1 > y0 {
+		m.exact = Rect{found.X + x0, found.Y + y0, x1 - x0, y1 - y0}
+	}
+}
+
+// refined is the region a settled candidate gives: the part of it seen
+// changing, with even sides (4:2:0; grown within found, or cut), or
+// found itself when that is too small or unknown.
+func (m *motion) refined(found Rect) Rect {
+	e := m.exact.Intersect(found)
+	if m.watched != found || e.Empty() {
+		return found
+	}
+	if e.W%2 == 1 {
+		if e.X+e.W < found.X+found.W {
+			e.W++
+		} else if e.X > found.X {
+			e.X, e.W = e.X-1, e.W+1
+		} else {
+			e.W--
+		}
+	}
+	if e.H%2 == 1 {
+		if e.Y+e.H < found.Y+found.H {
+			e.H++
+		} else if e.Y > found.Y {
+			e.Y, e.H = e.Y-1, e.H+1
+		} else {
+			e.H--
+		}
+	}
+	if e.W < videoMinSide || e.H < videoMinSide {
+		return found
+	}
+	return e
 }
 
 func (m *motion) decayed(i int, now int64) float32 {
@@ -136,7 +288,10 @@ func (m *motion) decayed(i int, now int64) float32 {
 // settle takes the region heat found at now and returns the one video
 // mode should use: a new region only after it held for videoSettle.
 func (m *motion) settle(found, current Rect, now int64) (Rect, bool) {
-	if found.Empty() || found == current {
+	if current.Empty() {
+		m.settled = Rect{} // ended (still for videoIdle)
+	}
+	if found.Empty() || found == m.settled {
 		m.cand = Rect{}
 		return current, false
 	}
@@ -147,8 +302,10 @@ func (m *motion) settle(found, current Rect, now int64) (Rect, bool) {
 	if now-m.candAt < int64(videoSettle) {
 		return current, false
 	}
-	m.cand = Rect{}
-	return found, true
+	m.cand, m.settled = Rect{}, found
+	r := m.refined(found)
+	m.watched, m.exact, m.prev = Rect{}, Rect{}, nil
+	return r, true
 }
 
 // video is the server's video mode: the region and its streams.
@@ -181,6 +338,7 @@ func videoTier(quality int) int {
 func (s *Server) noteMotion(changed []Rect, now time.Time) {
 	ns := now.UnixNano()
 	found := s.motion.heat(changed, s.fb.W, s.fb.H, ns)
+	s.motion.watch(found, s.fb) // only this goroutine writes s.fb
 	v := &s.video
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -347,7 +505,6 @@ func (st *vstream) run() {
 		return
 	}
 	defer enc.Close()
-	buf := make([]byte, 4*w*h)
 	check := time.NewTicker(time.Second) // owned here
 	defer check.Stop()
 	var out []byte
@@ -374,17 +531,18 @@ func (st *vstream) run() {
 			s.mu.RUnlock()
 			continue
 		}
-		for y := range h {
-			i := (r.Y+y)*s.fb.Stride + 4*r.X
-			copy(buf[y*4*w:(y+1)*4*w], s.fb.Pix[i:i+4*w])
-		}
+		err := enc.Load(s.fb.Pix[r.Y*s.fb.Stride+4*r.X:], s.fb.Stride)
 		s.mu.RUnlock()
+		if err != nil {
+			st.fail(err)
+			return
+		}
 		st.mu.Lock()
 		key := st.wantKey
 		st.wantKey = false
 		st.mu.Unlock()
 		var isKey bool
-		if out, isKey, err = enc.Encode(out[:0], buf, 4*w, key); err != nil {
+		if out, isKey, err = enc.EncodeLoaded(out[:0], key); err != nil {
 			st.fail(err)
 			return
 		}
@@ -457,6 +615,13 @@ type videoState struct {
 	levelAt  time.Time
 	backlog  float64
 	afterKey bool // the last update held a key frame
+	// heldAt is when the window last held pictures back (the path did
+	// not take them as fast as they came), since heldSince without a
+	// break; probeAt when the level last went up on trial, upWait how
+	// long a level holds before the next trial (doubling while trials
+	// fail).
+	heldAt, heldSince, probeAt time.Time
+	upWait                     time.Duration
 	// pics are the pictures of the update being built.
 	pics [][]byte
 }
@@ -466,18 +631,25 @@ type videoState struct {
 // otherwise. Leaving a stream, the region goes again in c's other
 // encodings. Callers hold c.mu.
 //
-// The tier follows what the viewer keeps up with: a viewer that gets
-// pictures in twos and threes (its updates wait for the window: the
-// path or its decoder does not carry the stream) goes a level down
-// rateLadder; back up when it takes them one by one and the path's rate
-// (as congestion control measures it) is three times the stream's. A
-// stream the path cannot carry falls behind and starts again from key
-// frames: 6 frames a second through 8 Mbit/s. Held: a new tier is a new
-// stream and a key frame, many pictures' worth; down at most once a
-// videoDown, up after videoUp. Not JPEG's level: that rule takes a key
-// frame crossing the path for motion that does not fit (a viewer went
-// through three streams in a second, each a key frame that lowered the
-// level again).
+// The tier follows what the path carries: a viewer that gets pictures
+// in twos and threes while the window holds them back (the path does not
+// take the stream as fast as it comes) goes a level down rateLadder.
+// Pictures in twos and threes alone are not enough: a viewer whose page
+// stopped for 50 ms (a person's browser busy; the bench reading noVNC's
+// canvas) takes the ones that came meanwhile together, and a lower tier
+// would not decode faster; it went to the lowest tier within two seconds
+// and stayed there (SSIM 0.81 where its own tier gives 0.88). Back up
+// when it takes them one by one and the path's rate (as congestion
+// control measures it) is three times the stream's, or on trial: after
+// upWait at a level with nothing held back (the rate a stream shows is
+// the stream's, seldom three times it), doubled each time a trial is
+// followed by a step down within 2 x videoUp. A stream the path cannot
+// carry falls behind and starts again from key frames: 6 frames a
+// second through 8 Mbit/s. Held: a new tier is a new stream and a key
+// frame, many pictures' worth; down at most once a videoDown. Not JPEG's
+// level: that rule takes a key frame crossing the path for motion that
+// does not fit (a viewer went through three streams in a second, each a
+// key frame that lowered the level again).
 func (c *client) followVideo() {
 	vs := &c.video
 	var want *vstream
@@ -487,17 +659,14 @@ func (c *client) followVideo() {
 			vs.level, vs.levelAt = c.quality, now
 		}
 		if st := vs.st; st != nil && vs.next > 0 {
-			switch {
-			case vs.backlog >= 2.5 && now.Sub(vs.levelAt) >= videoDown && videoTier(vs.level) > videoTier(rateFloor):
-				vs.lower(now)
-				c.s.log.Debug("viewer behind its video stream: a tier down", "level", vs.level, "backlog", vs.backlog)
-			case vs.level < c.quality && vs.backlog <= 1.2 && now.Sub(vs.levelAt) >= videoUp && c.cong.rate > 0:
-				st.mu.Lock()
-				sr := st.rate()
-				st.mu.Unlock()
-				if sr > 0 && 3*sr < c.cong.rate {
-					vs.raise(c.quality, now)
-				}
+			st.mu.Lock()
+			sr := st.rate()
+			st.mu.Unlock()
+			switch vs.step(now, c.quality, sr, c.cong.rate, !c.flow.enabled) {
+			case -1:
+				c.s.log.Debug("viewer's path behind its video stream: a tier down", "level", vs.level, "backlog", vs.backlog)
+			case 1:
+				c.s.log.Debug("viewer keeps up with its video stream: a tier up", "level", vs.level, "next_trial", vs.upWait)
 			}
 		}
 		want = c.s.streamFor(videoTier(vs.level))
@@ -511,7 +680,8 @@ func (c *client) followVideo() {
 		c.snap.forget(r) // the viewer has it as video: send it whole
 		c.dirty.mark(r)
 	}
-	*vs = videoState{st: want, pics: vs.pics[:0], level: vs.level, levelAt: vs.levelAt, backlog: 1}
+	*vs = videoState{st: want, pics: vs.pics[:0], level: vs.level, levelAt: vs.levelAt, backlog: 1,
+		heldAt: vs.heldAt, heldSince: vs.heldSince, probeAt: vs.probeAt, upWait: vs.upWait}
 	if want != nil {
 		vs.join, vs.reset = want.join(c), true
 	}
@@ -607,6 +777,45 @@ func (c *client) takeVideo() {
 		vs.backlog += (float64(len(vs.pics)) - vs.backlog) / 8
 	}
 	vs.afterKey = key
+}
+
+// step moves the level the tier follows, for a viewer that asked for
+// own, with sr the stream's rate and path the rate congestion control
+// measured (bytes a second; 0: unknown); paced: the viewer asks for each
+// update, so no window holds pictures back and pictures in twos and
+// threes are all there is to go by. It reports -1 for a step down, 1 up,
+// 0 none (see followVideo).
+func (vs *videoState) step(now time.Time, own int, sr, path float64, paced bool) int {
+	if vs.upWait == 0 {
+		vs.upWait = videoUp
+	}
+	held := paced || now.Sub(vs.heldAt) < heldBreak && vs.heldAt.Sub(vs.heldSince) >= heldLong
+	switch {
+	case vs.backlog >= 2.5 && held && now.Sub(vs.levelAt) >= videoDown && videoTier(vs.level) > videoTier(rateFloor):
+		if !vs.probeAt.IsZero() && now.Sub(vs.probeAt) < 2*videoUp {
+			vs.upWait = min(2*vs.upWait, videoUpMax) // the trial failed
+		}
+		vs.lower(now)
+		return -1
+	case vs.level >= own || vs.backlog > 1.2:
+		return 0
+	case now.Sub(vs.levelAt) >= videoUp && sr > 0 && 3*sr < path:
+		vs.raise(own, now)
+		return 1
+	case now.Sub(vs.levelAt) >= vs.upWait && now.Sub(vs.heldAt) >= vs.upWait:
+		vs.raise(own, now)
+		vs.probeAt = now
+		return 1
+	}
+	return 0
+}
+
+// noteHeld notes that the window held pictures back at now.
+func (vs *videoState) noteHeld(now time.Time) {
+	if now.Sub(vs.heldAt) >= heldBreak {
+		vs.heldSince = now
+	}
+	vs.heldAt = now
 }
 
 // lower moves the level its tier follows a step down rateLadder.

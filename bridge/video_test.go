@@ -268,6 +268,10 @@ func TestVideoRuleLeavesStillContent(t *testing.T) {
 		{"a full-window canvas at 20 fps", tiles(page), 20, page, true},
 		{"a video and a clock apart", append(tiles(video), tiles(Rect{1216, 0, 64, 64})...), 30, Rect{128, 128, 960, 576}, true},
 		{"two videos side by side: the larger", append(tiles(Rect{0, 0, 320, 256}), tiles(Rect{640, 64, 640, 640})...), 30, Rect{640, 64, 640, 640}, true},
+		// A frame tag changing with the video, touching its box at a
+		// corner: not part of it (it took two rows of still page in).
+		{"a video and a tag at its corner", append(tiles(video), tiles(Rect{64, 704, 32, 32})...), 30, Rect{128, 128, 960, 576}, true},
+		{"a video and a tag beside its edge", append(tiles(video), tiles(Rect{1088, 256, 64, 64})...), 30, Rect{128, 128, 960, 576}, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			got, was := region(tt.rs, tt.fps, 3)
@@ -426,6 +430,117 @@ func TestVideoNewViewerAndResize(t *testing.T) {
 		t.Fatalf("%d encoders started, want a second one for the new size", got)
 	}
 	waitUntil(t, "the old size's encoder still runs", func() bool { return syscall.Kill(first, 0) != nil })
+}
+
+// The region is the part of the moving tiles whose pixels change, not
+// the tiles: a video off the tile grid is encoded at its own size.
+func TestVideoRegionExact(t *testing.T) {
+	encs := newX264Encoders(t)
+	scr := newMemScreen(640, 480)
+	s := videoServer(t, scr, encs.start)
+	c := noVNCViewer(t, s, videoViewerEncodings...)
+	region := Rect{70, 130, 380, 250} // in 6x5 tiles from (64, 128)
+	animate(t, scr, region)
+	firstVideo(t, c)
+	if got := c.videos[0].r; got != region {
+		t.Fatalf("H.264 rectangle %+v, want the animated pixels %+v", got, region)
+	}
+}
+
+// watch finds the pixels that change in a candidate, and refined makes
+// the region of them: even sides, grown within the tiles or cut.
+func TestVideoRefine(t *testing.T) {
+	fb := NewFrame(256, 256)
+	tiles := Rect{0, 0, 256, 192}
+	for _, tt := range []struct {
+		name    string
+		changes []Rect // changed between captures, in turn
+		want    Rect
+	}{
+		{"one box", []Rect{{10, 20, 100, 60}}, Rect{10, 20, 100, 60}},
+		{"boxes that add up", []Rect{{10, 20, 100, 60}, {5, 30, 20, 100}, {200, 10, 6, 2}}, Rect{5, 10, 202, 120}},
+		{"odd sides grow", []Rect{{11, 21, 99, 59}}, Rect{11, 21, 100, 60}},
+		{"odd sides at the tiles' far edges grow back", []Rect{{157, 133, 99, 59}}, Rect{156, 132, 100, 60}},
+		{"a pixel: too small, the tiles", []Rect{{40, 40, 1, 1}}, tiles},
+		{"nothing seen: the tiles", nil, tiles},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var m motion
+			m.watch(tiles, fb)
+			for i, r := range tt.changes {
+				for y := r.Y; y < r.Y+r.H; y++ {
+					for x := r.X; x < r.X+r.W; x++ {
+						fb.Pix[y*fb.Stride+4*x] += byte(i + 1)
+					}
+				}
+				m.watch(tiles, fb)
+			}
+			if got := m.refined(tiles); got != tt.want {
+				t.Fatalf("region %+v, want %+v", got, tt.want)
+			}
+			if got := m.refined(Rect{0, 0, 128, 128}); got != (Rect{0, 0, 128, 128}) {
+				t.Errorf("another candidate's region %+v, want it whole", got)
+			}
+		})
+	}
+}
+
+// A viewer's tier steps down only when the window held its pictures
+// back for a while (the path does not carry the stream), not for a
+// moment's stop, and comes back up on trial, trials spaced out while
+// they fail.
+func TestVideoTierStep(t *testing.T) {
+	now := time.Now()
+	ago := func(d time.Duration) time.Time { return now.Add(-d) }
+	for _, tt := range []struct {
+		name   string
+		vs     videoState
+		paced  bool
+		sr, pr float64
+		want   int
+		level  int
+	}{
+		{"behind, held back for 1.5 s", videoState{level: 6, levelAt: ago(time.Minute), backlog: 3, heldAt: now, heldSince: ago(1500 * time.Millisecond)}, false, 0, 0, -1, 4},
+		{"behind, held back 0.5 s (a stop)", videoState{level: 6, levelAt: ago(time.Minute), backlog: 3, heldAt: now, heldSince: ago(500 * time.Millisecond)}, false, 0, 0, 0, 6},
+		{"behind, held back long ago", videoState{level: 6, levelAt: ago(time.Minute), backlog: 3, heldAt: ago(2 * time.Second), heldSince: ago(5 * time.Second)}, false, 0, 0, 0, 6},
+		{"behind, asking for each update", videoState{level: 6, levelAt: ago(time.Minute), backlog: 3}, true, 0, 0, -1, 4},
+		{"behind, just stepped", videoState{level: 6, levelAt: ago(500 * time.Millisecond), backlog: 3}, true, 0, 0, 0, 6},
+		{"behind at the floor", videoState{level: 1, levelAt: ago(time.Minute), backlog: 3}, true, 0, 0, 0, 1},
+		{"keeping up at its own level", videoState{level: 6, levelAt: ago(time.Minute), backlog: 1}, false, 1e6, 1e8, 0, 6},
+		{"below its own, the path three times the stream", videoState{level: 4, levelAt: ago(videoUp), backlog: 1, heldAt: now}, false, 1e6, 4e6, 1, 6},
+		{"below its own, nothing held: a trial", videoState{level: 4, levelAt: ago(videoUp), backlog: 1, heldAt: ago(videoUp)}, false, 1e6, 1e6, 1, 6},
+		{"below its own, held lately", videoState{level: 4, levelAt: ago(videoUp), backlog: 1, heldAt: ago(time.Second)}, false, 1e6, 1e6, 0, 4},
+		{"below its own, taking pictures in twos", videoState{level: 4, levelAt: ago(videoUp), backlog: 2}, false, 1e6, 1e6, 0, 4},
+		{"a failed trial's wait", videoState{level: 4, levelAt: ago(videoUp), backlog: 1, upWait: 2 * videoUp}, false, 1e6, 1e6, 0, 4},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			vs := tt.vs
+			if got := vs.step(now, 6, tt.sr, tt.pr, tt.paced); got != tt.want || vs.level != tt.level {
+				t.Fatalf("step %d to level %d, want %d to %d", got, vs.level, tt.want, tt.level)
+			}
+		})
+	}
+	// A trial followed by a step down doubles the wait for the next,
+	// up to videoUpMax.
+	vs := videoState{level: 4, levelAt: ago(videoUp), backlog: 1}
+	if vs.step(now, 6, 1e6, 1e6, false) != 1 {
+		t.Fatal("no trial")
+	}
+	for i, want := range []time.Duration{2 * videoUp, 4 * videoUp, 8 * videoUp, 16 * videoUp, videoUpMax} {
+		now = now.Add(videoDown)
+		vs.backlog, vs.heldSince, vs.heldAt = 3, now.Add(-heldLong), now
+		if vs.step(now, 6, 1e6, 1e6, false) != -1 || vs.upWait != want {
+			t.Fatalf("failed trial %d: wait %v, want %v", i+1, vs.upWait, want)
+		}
+		vs.backlog, vs.heldAt = 1, now.Add(-time.Hour)
+		if vs.step(now.Add(want-time.Millisecond), 6, 1e6, 1e6, false) != 0 {
+			t.Fatalf("a trial before the wait %v", want)
+		}
+		now = now.Add(want)
+		if vs.step(now, 6, 1e6, 1e6, false) != 1 {
+			t.Fatalf("no trial after the wait %v", want)
+		}
+	}
 }
 
 // A screen too small for a macroblock a side never goes as video.

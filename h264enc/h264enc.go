@@ -24,6 +24,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cubepod/deskd/proc"
 )
 
@@ -51,6 +53,11 @@ type Config struct {
 	// baseline unless set (noVNC's decoders want constrained baseline;
 	// a file for players can be high: CABAC, 8x8 transforms).
 	Preset, Profile string
+	// Subme is x264's sub-pixel motion refinement, 0 for the preset's
+	// (ultrafast's is full pixels only): live video takes 1, quarter
+	// pixels, for pictures that pan by fractions of a pixel (a scaled
+	// video, a smooth scroll), which whole pixels predict badly.
+	Subme int
 	// Dir holds the key-frame file while the encoder runs (the daemon's
 	// run dir: only its own user writes there).
 	Dir        string
@@ -87,7 +94,9 @@ type Encoder struct {
 	keys  *os.File // the qpfile
 	n     int      // frames fed
 	frame []byte   // the frame in I420
-	dead  error    // set once a frame failed: the encoder is stopped
+	// loaded: frame holds a frame Load took, not yet encoded
+	loaded bool
+	dead   error // set once a frame failed: the encoder is stopped
 }
 
 // ErrSize is returned by Start for a frame size it cannot encode.
@@ -130,6 +139,7 @@ func Start(cfg Config) (*Encoder, error) {
 		e.removeKeys()
 		return nil, fmt.Errorf("h264enc: pipe: %w", err)
 	}
+	growPipe(inW, len(e.frame))
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		inR.Close()
@@ -146,6 +156,9 @@ func Start(cfg Config) (*Encoder, error) {
 		// What toI420 makes (yuv.go).
 		"--input-range", "tv", "--range", "tv", "--colorprim", "bt709", "--transfer", "bt709", "--colormatrix", "bt709",
 		"--muxer", "flv", "--log-level", "error", "--no-progress"}
+	if cfg.Subme > 0 {
+		args = append(args, "--subme", strconv.Itoa(min(cfg.Subme, 11)))
+	}
 	if cfg.MaxKbps > 0 {
 		k := strconv.Itoa(cfg.MaxKbps)
 		args = append(args, "--vbv-maxrate", k, "--vbv-bufsize", k)
@@ -165,6 +178,24 @@ func Start(cfg Config) (*Encoder, error) {
 	return e, nil
 }
 
+// growPipe asks the kernel for a pipe that holds a frame of n bytes (up
+// to the system's limit, 1 MiB by default): with the default 64 KiB a
+// 960x540 frame went in twelve writes, each waking x264 to read a piece
+// and deskd again to write the next. Best effort: a pipe left as it was
+// still works. Through the raw descriptor, as Fd would leave the pipe
+// blocking and without deadlines.
+func growPipe(f *os.File, n int) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return
+	}
+	_ = rc.Control(func(fd uintptr) {
+		if _, err := unix.FcntlInt(fd, unix.F_SETPIPE_SZ, n); err != nil {
+			_, _ = unix.FcntlInt(fd, unix.F_SETPIPE_SZ, 1<<20)
+		}
+	})
+}
+
 // Pid is x264's process id (for CPU accounting).
 func (e *Encoder) Pid() int { return e.p.Pid }
 
@@ -173,19 +204,43 @@ func (e *Encoder) Pid() int { return e.p.Pid }
 // appends its picture to dst as Annex-B: SPS and PPS before every key
 // frame. An error stops the encoder: every later call fails too.
 func (e *Encoder) Encode(dst, pix []byte, stride int, key bool) ([]byte, bool, error) {
+	if err := e.Load(pix, stride); err != nil {
+		return dst, false, err
+	}
+	return e.EncodeLoaded(dst, key)
+}
+
+// Load takes the frame whose pixel (x, y) is at pix[y*stride+4*x] (BGRX)
+// for the next EncodeLoaded, converted: pix may change once it returns.
+// A caller whose frame is guarded takes the guard for Load alone, not
+// for the round trip through x264.
+func (e *Encoder) Load(pix []byte, stride int) error {
 	if e.dead != nil {
-		return dst, false, e.dead
+		return e.dead
 	}
 	w, h := e.cfg.Width, e.cfg.Height
 	if stride < 4*w || len(pix) < (h-1)*stride+4*w {
-		return dst, false, fmt.Errorf("h264enc: %d bytes at stride %d for a %dx%d frame", len(pix), stride, w, h)
+		return fmt.Errorf("h264enc: %d bytes at stride %d for a %dx%d frame", len(pix), stride, w, h)
 	}
+	toI420(e.frame, pix, stride, w, h)
+	e.loaded = true
+	return nil
+}
+
+// EncodeLoaded encodes the frame Load took last (see Encode).
+func (e *Encoder) EncodeLoaded(dst []byte, key bool) ([]byte, bool, error) {
+	if e.dead != nil {
+		return dst, false, e.dead
+	}
+	if !e.loaded {
+		return dst, false, errors.New("h264enc: no frame loaded")
+	}
+	e.loaded = false
 	if key && e.n > 0 {
 		if _, err := e.keys.WriteString(strconv.Itoa(e.n) + " I\n"); err != nil {
 			return dst, false, e.fail(fmt.Errorf("h264enc: key-frame file: %w", err))
 		}
 	}
-	toI420(e.frame, pix, stride, w, h)
 	deadline := time.Now().Add(e.cfg.Timeout)
 	_ = e.in.SetWriteDeadline(deadline)
 	if _, err := e.in.Write(e.frame); err != nil {

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cubepod/deskd/internal/testenv"
 	"github.com/cubepod/deskd/proc"
 )
@@ -122,6 +124,53 @@ func TestEncodeShortFrame(t *testing.T) {
 	// The encoder is unharmed: the check came before anything was fed.
 	if _, key, err := e.Encode(nil, make([]byte, 64*64*4), 64*4, false); err != nil || !key {
 		t.Fatalf("then a whole frame: key %v, %v", key, err)
+	}
+}
+
+// Load takes a frame once: EncodeLoaded without a frame loaded since the
+// last fails and feeds x264 nothing; what is encoded is the frame as it
+// was at Load, whatever its pixels became after (the stream loads from
+// the framebuffer under its lock and encodes after).
+func TestLoadThenEncode(t *testing.T) {
+	e := startX264(t, 64, 64, nil)
+	if _, _, err := e.EncodeLoaded(nil, false); err == nil {
+		t.Fatal("EncodeLoaded with nothing loaded")
+	}
+	pix := make([]byte, 64*64*4) // black
+	if err := e.Load(pix, 256); err != nil {
+		t.Fatal(err)
+	}
+	for i := range pix {
+		pix[i] = 0xff
+	}
+	if y := e.frame[0]; y != 16 {
+		t.Fatalf("luma %d after the frame changed, want black's 16", y)
+	}
+	if _, key, err := e.EncodeLoaded(nil, false); err != nil || !key {
+		t.Fatalf("the loaded frame: key %v, %v", key, err)
+	}
+	if _, _, err := e.EncodeLoaded(nil, false); err == nil {
+		t.Fatal("the same frame encoded twice")
+	}
+	if e.n != 1 {
+		t.Fatalf("%d frames fed, want 1", e.n)
+	}
+	if err := e.Load(pix[:100], 256); err == nil {
+		t.Fatal("a short frame loaded")
+	}
+}
+
+// x264's input pipe holds a whole frame (the default 64 KiB took a
+// 960x540 frame in twelve writes, each a wake-up of both processes).
+func TestPipeHoldsFrame(t *testing.T) {
+	e := startX264(t, 960, 540, nil)
+	rc, err := e.in.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := 0
+	if err := rc.Control(func(fd uintptr) { size, err = unix.FcntlInt(fd, unix.F_GETPIPE_SZ, 0) }); err != nil || size < len(e.frame) {
+		t.Fatalf("pipe of %d bytes (%v), want %d at least", size, err, len(e.frame))
 	}
 }
 
