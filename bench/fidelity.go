@@ -87,12 +87,22 @@ func ssim(a []byte, ao [3]int, b []byte, bo [3]int, w, h int) float64 {
 }
 
 // novncArea: noVNC's canvas's pixels in %s (x, y, w, h) as base64 RGBA.
-const novncArea = `(() => {
+// The page takes a snapshot (createImageBitmap) and a worker of its own
+// reads and encodes it: read on noVNC's thread (getImageData and base64
+// of 2 MB), each sample stopped noVNC for long enough that, fifteen
+// times in a few seconds, the viewer measured was one that stalls (its
+// decoding held up, its server's pictures held back), not the one a
+// person watches.
+const novncArea = `(async () => {
   const c = window.nv.el.querySelector("canvas"), a = %s;
-  const d = c.getContext("2d", {willReadFrequently: true}).getImageData(a.x, a.y, a.w, a.h).data;
-  let s = "";
-  for (let i = 0; i < d.length; i += 32768) s += String.fromCharCode.apply(null, d.subarray(i, i + 32768));
-  return btoa(s);
+  const bmp = await createImageBitmap(c, a.x, a.y, a.w, a.h);
+  if (!window.fidelityWorker) {
+    const src = "onmessage = e => { const b = e.data, o = new OffscreenCanvas(b.width, b.height), x = o.getContext('2d');" +
+      " x.drawImage(b, 0, 0); const d = x.getImageData(0, 0, b.width, b.height).data; let s = '';" +
+      " for (let i = 0; i < d.length; i += 32768) s += String.fromCharCode.apply(null, d.subarray(i, i + 32768)); postMessage(btoa(s)); }";
+    window.fidelityWorker = new Worker(URL.createObjectURL(new Blob([src], {type: "text/javascript"})));
+  }
+  return await new Promise(r => { window.fidelityWorker.onmessage = e => r(e.data); window.fidelityWorker.postMessage(bmp, [bmp]); });
 })()`
 
 // fidelity connects noVNC to wsURL and returns the median SSIM of its

@@ -622,6 +622,22 @@ type videoState struct {
 	// fail).
 	heldAt, heldSince, probeAt time.Time
 	upWait                     time.Duration
+	// taken counts the pictures it took; rate is how many a second it
+	// took over the last whole second (rateAt, rateTaken: the start of
+	// the second being counted).
+	taken, rateTaken uint64
+	rate             float64
+	rateAt           time.Time
+	// A step down is judged at downAt + 2 x videoDown: when the window
+	// still holds pictures back and the viewer takes no more of them a
+	// second than before it (downRate), the path was not what held them
+	// (its page or its machine was: a lower tier decodes no faster) and
+	// the step is undone, back to downFrom; no step down again before
+	// noDownUntil, downWait later each time (doubling).
+	downAt, noDownUntil time.Time
+	downRate            float64
+	downFrom            int
+	downWait            time.Duration
 	// pics are the pictures of the update being built.
 	pics [][]byte
 }
@@ -643,7 +659,11 @@ type videoState struct {
 // control measures it) is three times the stream's, or on trial: after
 // upWait at a level with nothing held back (the rate a stream shows is
 // the stream's, seldom three times it), doubled each time a trial is
-// followed by a step down within 2 x videoUp. A stream the path cannot
+// followed by a step down within 2 x videoUp. A step down after which
+// the viewer, still held back, takes no more pictures a second than
+// before is undone (see videoState.downAt): on a machine short of CPU
+// the window holds pictures back too, and a lower tier only cost
+// fidelity (SSIM 0.87 where its own tier gave 0.92). A stream the path cannot
 // carry falls behind and starts again from key frames: 6 frames a
 // second through 8 Mbit/s. Held: a new tier is a new stream and a key
 // frame, many pictures' worth; down at most once a videoDown. Not JPEG's
@@ -667,6 +687,8 @@ func (c *client) followVideo() {
 				c.s.log.Debug("viewer's path behind its video stream: a tier down", "level", vs.level, "backlog", vs.backlog)
 			case 1:
 				c.s.log.Debug("viewer keeps up with its video stream: a tier up", "level", vs.level, "next_trial", vs.upWait)
+			case 2:
+				c.s.log.Debug("a tier down did not help the viewer keep up: undone", "level", vs.level, "pictures_per_second", vs.rate, "no_step_down_until", vs.noDownUntil)
 			}
 		}
 		want = c.s.streamFor(videoTier(vs.level))
@@ -681,7 +703,9 @@ func (c *client) followVideo() {
 		c.dirty.mark(r)
 	}
 	*vs = videoState{st: want, pics: vs.pics[:0], level: vs.level, levelAt: vs.levelAt, backlog: 1,
-		heldAt: vs.heldAt, heldSince: vs.heldSince, probeAt: vs.probeAt, upWait: vs.upWait}
+		heldAt: vs.heldAt, heldSince: vs.heldSince, probeAt: vs.probeAt, upWait: vs.upWait,
+		taken: vs.taken, rateTaken: vs.rateTaken, rate: vs.rate, rateAt: vs.rateAt,
+		downAt: vs.downAt, noDownUntil: vs.noDownUntil, downRate: vs.downRate, downFrom: vs.downFrom, downWait: vs.downWait}
 	if want != nil {
 		vs.join, vs.reset = want.join(c), true
 	}
@@ -773,6 +797,7 @@ func (c *client) takeVideo() {
 	// control still looks for the path's rate (the window grows from
 	// 64 KiB: on a long path the first updates wait a round trip each),
 	// say nothing of whether the viewer keeps up.
+	vs.taken += uint64(len(vs.pics))
 	if len(vs.pics) > 0 && !key && !vs.afterKey && c.cong.trusted {
 		vs.backlog += (float64(len(vs.pics)) - vs.backlog) / 8
 	}
@@ -784,17 +809,34 @@ func (c *client) takeVideo() {
 // measured (bytes a second; 0: unknown); paced: the viewer asks for each
 // update, so no window holds pictures back and pictures in twos and
 // threes are all there is to go by. It reports -1 for a step down, 1 up,
-// 0 none (see followVideo).
+// 2 a step down undone, 0 none (see followVideo).
 func (vs *videoState) step(now time.Time, own int, sr, path float64, paced bool) int {
 	if vs.upWait == 0 {
-		vs.upWait = videoUp
+		vs.upWait, vs.downWait = videoUp, videoUp
+	}
+	if d := now.Sub(vs.rateAt); d >= time.Second {
+		if !vs.rateAt.IsZero() {
+			vs.rate = float64(vs.taken-vs.rateTaken) / d.Seconds()
+		}
+		vs.rateAt, vs.rateTaken = now, vs.taken
 	}
 	held := paced || now.Sub(vs.heldAt) < heldBreak && vs.heldAt.Sub(vs.heldSince) >= heldLong
+	if !vs.downAt.IsZero() && now.Sub(vs.downAt) >= 2*videoDown {
+		judged := vs.downAt
+		vs.downAt = time.Time{}
+		if held && !paced && vs.rate < 1.15*vs.downRate && vs.levelAt == judged {
+			vs.level, vs.levelAt = vs.downFrom, now
+			vs.noDownUntil = now.Add(vs.downWait)
+			vs.downWait = min(2*vs.downWait, videoUpMax)
+			return 2
+		}
+	}
 	switch {
-	case vs.backlog >= 2.5 && held && now.Sub(vs.levelAt) >= videoDown && videoTier(vs.level) > videoTier(rateFloor):
+	case vs.backlog >= 2.5 && held && now.Sub(vs.levelAt) >= videoDown && videoTier(vs.level) > videoTier(rateFloor) && !now.Before(vs.noDownUntil):
 		if !vs.probeAt.IsZero() && now.Sub(vs.probeAt) < 2*videoUp {
 			vs.upWait = min(2*vs.upWait, videoUpMax) // the trial failed
 		}
+		vs.downAt, vs.downRate, vs.downFrom = now, vs.rate, vs.level
 		vs.lower(now)
 		return -1
 	case vs.level >= own || vs.backlog > 1.2:

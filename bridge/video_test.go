@@ -543,6 +543,69 @@ func TestVideoTierStep(t *testing.T) {
 	}
 }
 
+// A step down after which the viewer, still held back, takes no more
+// pictures a second than before (its page or machine was what held
+// them: a lower tier decodes no faster) is undone, and no step down
+// comes again for a while, longer each time; a step down that let more
+// pictures through, or after which nothing is held back, stays.
+func TestVideoTierDownUndone(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		after    float64 // pictures a second, 2 s after the step (50 before it)
+		held     bool
+		want     int
+		wantLvl  int
+		waitDown bool // no step down right after
+	}{
+		{"no more pictures, still held", 52, true, 2, 6, true},
+		{"more pictures, still held: further down", 70, true, -1, 1, false},
+		{"nothing held back any more", 52, false, 0, 4, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			now := time.Now()
+			vs := videoState{level: 6, levelAt: now.Add(-time.Minute), backlog: 3, heldAt: now, heldSince: now.Add(-heldLong),
+				rate: 50, rateAt: now}
+			if vs.step(now, 6, 1e6, 1e6, false) != -1 || vs.level != 4 {
+				t.Fatalf("no step down: level %d", vs.level)
+			}
+			now = now.Add(2 * videoDown)
+			vs.rate, vs.rateAt = tt.after, now
+			if tt.held {
+				vs.heldAt = now
+			} else {
+				vs.heldAt, vs.backlog = now.Add(-time.Second), 1
+			}
+			if got := vs.step(now, 6, 1e6, 1e6, false); got != tt.want || vs.level != tt.wantLvl {
+				t.Fatalf("step %d to level %d, want %d to %d", got, vs.level, tt.want, tt.wantLvl)
+			}
+			if !tt.waitDown {
+				return
+			}
+			for i, wait := range []time.Duration{videoUp, 2 * videoUp, 4 * videoUp} {
+				if i > 0 { // down again, undone again: the wait doubles
+					now = now.Add(videoDown)
+					vs.heldAt, vs.rate, vs.rateAt = now, 50, now
+					if vs.step(now, 6, 1e6, 1e6, false) != -1 {
+						t.Fatalf("no step down after the wait %v", wait/2)
+					}
+					now = now.Add(2 * videoDown)
+					vs.heldAt, vs.rate, vs.rateAt = now, 50, now
+					if vs.step(now, 6, 1e6, 1e6, false) != 2 {
+						t.Fatal("the second step down not undone")
+					}
+				}
+				now = now.Add(wait - videoDown)
+				vs.heldAt, vs.rateAt = now, now
+				if got := vs.step(now, 6, 1e6, 1e6, false); got != 0 {
+					t.Fatalf("step %d within %v of an undone step down", got, wait)
+				}
+				now = now.Add(videoDown)
+				vs.heldAt, vs.rateAt = now, now
+			}
+		})
+	}
+}
+
 // A screen too small for a macroblock a side never goes as video.
 func TestVideoRuleTinyScreen(t *testing.T) {
 	var m motion
