@@ -195,54 +195,83 @@ func trimEdges(box Rect, tiles []int32, cols int) (Rect, int) {
 
 // watch follows the pixels of found, the region heat found, while it is
 // a candidate: exact grows to take in every pixel of it that differs
-// from the capture before (fb: the framebuffer after this capture).
+// from the capture before (fb: the framebuffer after this capture). Only
+// bands a tile deep along found's four edges are followed (watchBands):
+// after trimEdges every edge row and column of tiles holds moving tiles,
+// so the outermost changing pixels lie in them, and a 4096x4096 screen
+// costs 4 MiB of copies, not 64.
 func (m *motion) watch(found Rect, fb *Frame) {
 	if found.Empty() || found == m.settled {
 		m.watched, m.exact, m.prev = Rect{}, Rect{}, nil
 		return
 	}
-	row := 4 * found.W
+	bands := watchBands(found)
 	if found != m.watched {
 		m.watched, m.exact = found, Rect{}
-		if cap(m.prev) < row*found.H {
-			m.prev = make([]byte, row*found.H)
+		n := 0
+		for _, b := range bands {
+			n += 4 * b.W * b.H
 		}
-		m.prev = m.prev[:row*found.H]
-		for y := range found.H {
-			o := (found.Y+y)*fb.Stride + 4*found.X
-			copy(m.prev[y*row:(y+1)*row], fb.Pix[o:o+row])
+		if cap(m.prev) < n {
+			m.prev = make([]byte, n)
+		}
+		m.prev = m.prev[:n]
+		at := 0
+		for _, b := range bands {
+			for y := b.Y; y < b.Y+b.H; y++ {
+				o := y*fb.Stride + 4*b.X
+				at += copy(m.prev[at:], fb.Pix[o:o+4*b.W])
+			}
 		}
 		return
 	}
-	// Bounds so far, in found's pixels; a row only needs looking at
+	// Bounds so far (x1, y1 exclusive); a row only needs looking at
 	// outside them.
-	x0, x1, y0, y1 := found.W, 0, found.H, 0
+	x0, x1, y0, y1 := found.X+found.W, found.X, found.Y+found.H, found.Y
 	if e := m.exact; !e.Empty() {
-		x0, x1, y0, y1 = e.X-found.X, e.X+e.W-found.X, e.Y-found.Y, e.Y+e.H-found.Y
+		x0, x1, y0, y1 = e.X, e.X+e.W, e.Y, e.Y+e.H
 	}
-	for y := range found.H {
-		o := (found.Y+y)*fb.Stride + 4*found.X
-		was, now := m.prev[y*row:(y+1)*row], fb.Pix[o:o+row]
-		if bytes.Equal(was, now) {
-			continue
-		}
-		y0, y1 = min(y0, y), max(y1, y+1)
-		for x := 0; x < x0; x++ {
-			if !bytes.Equal(was[4*x:4*x+4], now[4*x:4*x+4]) {
-				x0 = x
-				break
+	at := 0
+	for _, b := range bands {
+		row := 4 * b.W
+		for y := b.Y; y < b.Y+b.H; y++ {
+			o := y*fb.Stride + 4*b.X
+			was, now := m.prev[at:at+row], fb.Pix[o:o+row]
+			at += row
+			if bytes.Equal(was, now) {
+				continue
 			}
-		}
-		for x := found.W - 1; x >= x1; x-- {
-			if !bytes.Equal(was[4*x:4*x+4], now[4*x:4*x+4]) {
-				x1 = x + 1
-				break
+			y0, y1 = min(y0, y), max(y1, y+1)
+			for x := b.X; x < min(x0, b.X+b.W); x++ {
+				if i := 4 * (x - b.X); !bytes.Equal(was[i:i+4], now[i:i+4]) {
+					x0 = x
+					break
+				}
 			}
+			for x := b.X + b.W - 1; x >= max(x1, b.X); x-- {
+				if i := 4 * (x - b.X); !bytes.Equal(was[i:i+4], now[i:i+4]) {
+					x1 = x + 1
+					break
+				}
+			}
+			copy(was, now)
 		}
-		copy(was, now)
 	}
 	if x1 > x0 && y1 > y0 {
-		m.exact = Rect{found.X + x0, found.Y + y0, x1 - x0, y1 - y0}
+		m.exact = Rect{x0, y0, x1 - x0, y1 - y0}
+	}
+}
+
+// watchBands are the bands of r watch follows: a tile deep along each
+// edge (overlapping where r is narrow).
+func watchBands(r Rect) [4]Rect {
+	dw, dh := min(tile, r.W), min(tile, r.H)
+	side := max(r.H-2*dh, 0) // the left and right bands' height
+	return [4]Rect{
+		{r.X, r.Y, r.W, dh},            // top
+		{r.X, r.Y + r.H - dh, r.W, dh}, // bottom
+		{r.X, r.Y + dh, dw, side},      // left, between them
+		{r.X + r.W - dw, r.Y + dh, dw, side},
 	}
 }
 

@@ -483,6 +483,18 @@ func TestVideoRefine(t *testing.T) {
 			}
 		})
 	}
+	// Candidates lower than two tiles: the edge bands overlap.
+	for _, h := range []int{16, 64, 100, 128} {
+		var m motion
+		r := Rect{0, 0, 256, h}
+		m.watch(r, fb)
+		fb.Pix[(h-1)*fb.Stride+4*200]++
+		fb.Pix[4*30]++
+		m.watch(r, fb)
+		if want := (Rect{30, 0, 171, h}); m.exact != want {
+			t.Errorf("%d rows: exact %+v, want %+v", h, m.exact, want)
+		}
+	}
 }
 
 // A viewer's tier steps down only when the window held its pictures
