@@ -220,3 +220,61 @@ func TestFullRequestAlwaysAnswered(t *testing.T) {
 		t.Fatal("an update with nothing changed")
 	}
 }
+
+// A tile sent nearly whole in two updates less than streamGap apart
+// streams: forgotten once sent, so the next update takes it whole with
+// no compare; a small change, a slower one, or a break keeps exact boxes.
+func TestSeenStreams(t *testing.T) {
+	const ms = int64(time.Millisecond)
+	whole, most, part := Rect{64, 0, 64, 64}, Rect{64, 0, 64, 48}, Rect{70, 10, 20, 20}
+	edge := Rect{192, 128, 8, 8} // the screen's last tile is 8x8
+	for _, tt := range []struct {
+		name  string
+		sends []Rect
+		at    []int64 // ms
+		want  []bool
+	}{
+		{"whole at 60 fps", []Rect{whole, whole, whole}, []int64{0, 16, 33}, []bool{false, true, true}},
+		{"three quarters at 30 fps", []Rect{most, most}, []int64{0, 33}, []bool{false, true}},
+		{"whole at 10 fps", []Rect{whole, whole, whole}, []int64{0, 100, 200}, []bool{false, false, false}},
+		{"a small change at 60 fps", []Rect{part, part, part}, []int64{0, 16, 33}, []bool{false, false, false}},
+		{"a small change breaks the streak", []Rect{whole, part, whole, whole}, []int64{0, 16, 33, 50}, []bool{false, false, false, true}},
+		{"a pause breaks it", []Rect{whole, whole, whole, whole}, []int64{0, 16, 200, 216}, []bool{false, true, false, true}},
+		{"a tile clipped by the screen's edge, whole", []Rect{edge, edge}, []int64{0, 16}, []bool{false, true}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := newSeen(200, 136)
+			for i, r := range tt.sends {
+				if got := p.streams(r, 1e12+tt.at[i]*ms); got != tt.want[i] {
+					t.Fatalf("send %d of %+v at %d ms: streams %v, want %v", i, r, tt.at[i], got, tt.want[i])
+				}
+			}
+		})
+	}
+}
+
+// A tile that streams is sent whole with no compare and the viewer's
+// picture still comes out right: the encoder reads pixels the update
+// copied, and once the tile is still it is exact.
+func TestStreamingTileExact(t *testing.T) {
+	scr := newMemScreen(128, 64)
+	s := newTestServer(t, scr, "")
+	c := dialRFB(t, s, version38, "", ConnOptions{})
+	c.setEncodings(EncRaw)
+	c.request(false)
+	c.expect(msgFramebufferUpdate)
+	for i := range 8 {
+		scr.paint(Rect{0, 0, 64, 64}, uint32(0x102030*(i+1)))
+		c.request(true)
+		c.update()
+	}
+	scr.paint(Rect{0, 0, 64, 64}, 0x123456)
+	scr.paint(Rect{70, 5, 2, 2}, 0xabcdef)
+	for i := 0; !c.matches(scr); i++ {
+		if i == 5 {
+			t.Fatal("the viewer's picture is not the screen after a streaming tile")
+		}
+		c.request(true)
+		c.update()
+	}
+}
