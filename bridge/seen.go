@@ -109,7 +109,7 @@ func (p *seen) changedBox(fb *Frame, r Rect, lossy bool) (Rect, bool) {
 	}
 	// The marks first: pixels the viewer does not have need no compare,
 	// and only those before (after) the first (last) mark are compared
-	// (a tile forgotten as it streams, see client.sendStreak, costs no
+	// (a tile forgotten as it streams, see streams, costs no
 	// compare at all).
 	first := func(y, x0, x1 int) int { // the first pixel of row y in [x0, x1) that differs, or -1
 		u := firstBit(rowBits(y), x0, x1)

@@ -584,7 +584,7 @@ func (s *Server) Serve(ctx context.Context, conn net.Conn, o ConnOptions) error 
 	w, h := s.fb.W, s.fb.H
 	c := &client{s: s, bw: bw, sent: -1, enc: newEncoder(ServerFormat), viewOnly: o.ViewOnly || o.Recorder, recorder: o.Recorder, cong: newCongestion(),
 		dirty: newTiles(w, h), lossy: newTiles(w, h), snap: newSeen(w, h), markedGen: s.gen, fbW: w, fbH: h, wake: make(chan struct{}, 1), since: time.Now(),
-		video: videoState{level: -1}}
+		video: videoState{tierState: tierState{level: -1}}}
 	s.clients[c] = struct{}{}
 	if len(s.clients) == 1 {
 		select {

@@ -637,13 +637,22 @@ type videoState struct {
 	next  uint64 // the next picture it needs; 0: it waits for a key frame after join
 	join  uint64
 	reset bool // the next picture resets its decoder context
-	// level is the quality level whose tier it follows, since levelAt;
-	// -1 at first. backlog is the pictures an update lately (a moving
-	// average): over one, the viewer does not keep up.
-	level    int
-	levelAt  time.Time
+	// backlog is the pictures an update lately (a moving average): over
+	// one, the viewer does not keep up.
 	backlog  float64
 	afterKey bool // the last update held a key frame
+	// tierState goes with the viewer from stream to stream.
+	tierState
+	// pics are the pictures of the update being built.
+	pics [][]byte
+}
+
+// tierState is what decides a viewer's stream tier (see followVideo).
+type tierState struct {
+	// level is the quality level whose tier it follows, since levelAt;
+	// -1 at first.
+	level   int
+	levelAt time.Time
 	// heldAt is when the window last held pictures back (the path did
 	// not take them as fast as they came), since heldSince without a
 	// break; probeAt when the level last went up on trial, upWait how
@@ -667,8 +676,6 @@ type videoState struct {
 	downRate            float64
 	downFrom            int
 	downWait            time.Duration
-	// pics are the pictures of the update being built.
-	pics [][]byte
 }
 
 // followVideo moves c to the stream it should follow now: that of the
@@ -690,11 +697,11 @@ type videoState struct {
 // the stream's, seldom three times it), doubled each time a trial is
 // followed by a step down within 2 x videoUp. A step down after which
 // the viewer, still held back, takes no more pictures a second than
-// before is undone (see videoState.downAt): on a machine short of CPU
+// before is undone (see tierState.downAt): on a machine short of CPU
 // the window holds pictures back too, and a lower tier only cost
-// fidelity (SSIM 0.87 where its own tier gave 0.92). A stream the path cannot
-// carry falls behind and starts again from key frames: 6 frames a
-// second through 8 Mbit/s. Held: a new tier is a new stream and a key
+// fidelity (SSIM 0.87 where its own tier gave 0.92). A stream the path
+// cannot carry falls behind and starts again from key frames: 6 frames
+// a second through 8 Mbit/s. Held: a new tier is a new stream and a key
 // frame, many pictures' worth; down at most once a videoDown. Not JPEG's
 // level: that rule takes a key frame crossing the path for motion that
 // does not fit (a viewer went through three streams in a second, each a
@@ -731,10 +738,7 @@ func (c *client) followVideo() {
 		c.snap.forget(r) // the viewer has it as video: send it whole
 		c.dirty.mark(r)
 	}
-	*vs = videoState{st: want, pics: vs.pics[:0], level: vs.level, levelAt: vs.levelAt, backlog: 1,
-		heldAt: vs.heldAt, heldSince: vs.heldSince, probeAt: vs.probeAt, upWait: vs.upWait,
-		taken: vs.taken, rateTaken: vs.rateTaken, rate: vs.rate, rateAt: vs.rateAt,
-		downAt: vs.downAt, noDownUntil: vs.noDownUntil, downRate: vs.downRate, downFrom: vs.downFrom, downWait: vs.downWait}
+	*vs = videoState{st: want, pics: vs.pics[:0], tierState: vs.tierState, backlog: 1}
 	if want != nil {
 		vs.join, vs.reset = want.join(c), true
 	}
@@ -882,7 +886,7 @@ func (vs *videoState) step(now time.Time, own int, sr, path float64, paced bool)
 }
 
 // noteHeld notes that the window held pictures back at now.
-func (vs *videoState) noteHeld(now time.Time) {
+func (vs *tierState) noteHeld(now time.Time) {
 	if now.Sub(vs.heldAt) >= heldBreak {
 		vs.heldSince = now
 	}

@@ -512,18 +512,18 @@ func TestVideoTierStep(t *testing.T) {
 		want   int
 		level  int
 	}{
-		{"behind, held back for 1.5 s", videoState{level: 6, levelAt: ago(time.Minute), backlog: 3, heldAt: now, heldSince: ago(1500 * time.Millisecond)}, false, 0, 0, -1, 4},
-		{"behind, held back 0.5 s (a stop)", videoState{level: 6, levelAt: ago(time.Minute), backlog: 3, heldAt: now, heldSince: ago(500 * time.Millisecond)}, false, 0, 0, 0, 6},
-		{"behind, held back long ago", videoState{level: 6, levelAt: ago(time.Minute), backlog: 3, heldAt: ago(2 * time.Second), heldSince: ago(5 * time.Second)}, false, 0, 0, 0, 6},
-		{"behind, asking for each update", videoState{level: 6, levelAt: ago(time.Minute), backlog: 3}, true, 0, 0, -1, 4},
-		{"behind, just stepped", videoState{level: 6, levelAt: ago(500 * time.Millisecond), backlog: 3}, true, 0, 0, 0, 6},
-		{"behind at the floor", videoState{level: 1, levelAt: ago(time.Minute), backlog: 3}, true, 0, 0, 0, 1},
-		{"keeping up at its own level", videoState{level: 6, levelAt: ago(time.Minute), backlog: 1}, false, 1e6, 1e8, 0, 6},
-		{"below its own, the path three times the stream", videoState{level: 4, levelAt: ago(videoUp), backlog: 1, heldAt: now}, false, 1e6, 4e6, 1, 6},
-		{"below its own, nothing held: a trial", videoState{level: 4, levelAt: ago(videoUp), backlog: 1, heldAt: ago(videoUp)}, false, 1e6, 1e6, 1, 6},
-		{"below its own, held lately", videoState{level: 4, levelAt: ago(videoUp), backlog: 1, heldAt: ago(time.Second)}, false, 1e6, 1e6, 0, 4},
-		{"below its own, taking pictures in twos", videoState{level: 4, levelAt: ago(videoUp), backlog: 2}, false, 1e6, 1e6, 0, 4},
-		{"a failed trial's wait", videoState{level: 4, levelAt: ago(videoUp), backlog: 1, upWait: 2 * videoUp}, false, 1e6, 1e6, 0, 4},
+		{"behind, held back for 1.5 s", videoState{tierState: tierState{level: 6, levelAt: ago(time.Minute), heldAt: now, heldSince: ago(1500 * time.Millisecond)}, backlog: 3}, false, 0, 0, -1, 4},
+		{"behind, held back 0.5 s (a stop)", videoState{tierState: tierState{level: 6, levelAt: ago(time.Minute), heldAt: now, heldSince: ago(500 * time.Millisecond)}, backlog: 3}, false, 0, 0, 0, 6},
+		{"behind, held back long ago", videoState{tierState: tierState{level: 6, levelAt: ago(time.Minute), heldAt: ago(2 * time.Second), heldSince: ago(5 * time.Second)}, backlog: 3}, false, 0, 0, 0, 6},
+		{"behind, asking for each update", videoState{tierState: tierState{level: 6, levelAt: ago(time.Minute)}, backlog: 3}, true, 0, 0, -1, 4},
+		{"behind, just stepped", videoState{tierState: tierState{level: 6, levelAt: ago(500 * time.Millisecond)}, backlog: 3}, true, 0, 0, 0, 6},
+		{"behind at the floor", videoState{tierState: tierState{level: 1, levelAt: ago(time.Minute)}, backlog: 3}, true, 0, 0, 0, 1},
+		{"keeping up at its own level", videoState{tierState: tierState{level: 6, levelAt: ago(time.Minute)}, backlog: 1}, false, 1e6, 1e8, 0, 6},
+		{"below its own, the path three times the stream", videoState{tierState: tierState{level: 4, levelAt: ago(videoUp), heldAt: now}, backlog: 1}, false, 1e6, 4e6, 1, 6},
+		{"below its own, nothing held: a trial", videoState{tierState: tierState{level: 4, levelAt: ago(videoUp), heldAt: ago(videoUp)}, backlog: 1}, false, 1e6, 1e6, 1, 6},
+		{"below its own, held lately", videoState{tierState: tierState{level: 4, levelAt: ago(videoUp), heldAt: ago(time.Second)}, backlog: 1}, false, 1e6, 1e6, 0, 4},
+		{"below its own, taking pictures in twos", videoState{tierState: tierState{level: 4, levelAt: ago(videoUp)}, backlog: 2}, false, 1e6, 1e6, 0, 4},
+		{"a failed trial's wait", videoState{tierState: tierState{level: 4, levelAt: ago(videoUp), upWait: 2 * videoUp}, backlog: 1}, false, 1e6, 1e6, 0, 4},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			vs := tt.vs
@@ -534,7 +534,7 @@ func TestVideoTierStep(t *testing.T) {
 	}
 	// A trial followed by a step down doubles the wait for the next,
 	// up to videoUpMax.
-	vs := videoState{level: 4, levelAt: ago(videoUp), backlog: 1}
+	vs := videoState{tierState: tierState{level: 4, levelAt: ago(videoUp)}, backlog: 1}
 	if vs.step(now, 6, 1e6, 1e6, false) != 1 {
 		t.Fatal("no trial")
 	}
@@ -575,8 +575,7 @@ func TestVideoTierDownUndone(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			now := time.Now()
-			vs := videoState{level: 6, levelAt: now.Add(-time.Minute), backlog: 3, heldAt: now, heldSince: now.Add(-heldLong),
-				rate: 50, rateAt: now}
+			vs := videoState{tierState: tierState{level: 6, levelAt: now.Add(-time.Minute), heldAt: now, heldSince: now.Add(-heldLong), rate: 50, rateAt: now}, backlog: 3}
 			if vs.step(now, 6, 1e6, 1e6, false) != -1 || vs.level != 4 {
 				t.Fatalf("no step down: level %d", vs.level)
 			}
@@ -642,7 +641,7 @@ func TestVideoLevelSteps(t *testing.T) {
 		{4, []int{1, 1}, []int{4}},
 		{1, []int{1}, nil},
 	} {
-		vs := videoState{level: tt.own}
+		vs := videoState{tierState: tierState{level: tt.own}}
 		var down, up []int
 		for range tt.down {
 			vs.lower(now)
