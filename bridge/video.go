@@ -77,8 +77,9 @@ type motion struct {
 	// (empty: no region); a region is the part of it seen changing.
 	settled Rect
 	// watched is a candidate whose pixels are followed while it settles
-	// (prev: its pixels at the last capture, rows packed), exact the part
-	// of it seen changing since: the region it becomes is that, not the
+	// (prev: its edge bands' pixels at the last capture, rows packed; see
+	// watch), exact the part of it seen changing since: the region it
+	// becomes is that, not the
 	// tiles (a 960x540 video on the screen's tile grid was 1024x640, a
 	// quarter more for the encoder, all of it still).
 	watched, exact Rect
