@@ -226,8 +226,7 @@ type client struct {
 	enc        *encoder
 	enc2       *encoder // Tight's second half of a large update, in parallel (streams 2, 3)
 	out2       []byte
-	snap       *seen  // the viewer's picture (seen.go)
-	streaming  []Rect // scratch: boxes of streaming tiles in an update
+	snap       *seen // the viewer's picture (seen.go)
 	sendRects  []Rect
 	fbW, fbH   int // the framebuffer size the viewer knows
 	out        []byte
@@ -529,8 +528,6 @@ func (c *client) writeLoop(ctx context.Context) error {
 		// the viewer's picture goes (seen.go).
 		send := c.sendRects[:0]
 		var run Rect // boxes side by side, copied as one (see compareBox)
-		now := time.Now().UnixNano()
-		streaming := c.streaming[:0] // boxes forgotten once copied (seen.streams)
 		for _, r := range rects {
 			box, ok := c.snap.changedBox(c.s.fb, r, quality >= 0)
 			if !ok {
@@ -541,9 +538,6 @@ func (c *client) writeLoop(ctx context.Context) error {
 				// viewers with these settings (at most twice the pixels
 				// for one encoding instead of one each).
 				box = r
-			}
-			if c.snap.streams(box, now) {
-				streaming = append(streaming, box)
 			}
 			if box.continues(run) {
 				run.W += box.W
@@ -566,10 +560,7 @@ func (c *client) writeLoop(ctx context.Context) error {
 		if !run.Empty() {
 			c.snap.copyKnown(c.s.fb, run)
 		}
-		for _, b := range streaming {
-			c.snap.forget(b)
-		}
-		c.sendRects, c.streaming = send, streaming
+		c.sendRects = send
 		c.s.mu.RUnlock()
 		if newer {
 			c.mu.Lock()

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"math/bits"
-	"time"
 )
 
 // What a viewer has on its screen. Each viewer's seen picture holds the
@@ -32,43 +31,6 @@ type seen struct {
 	approx  []uint64 // the same for pixels the viewer has as JPEG
 	words   int      // words a row
 	either  []uint64 // scratch: a row of unknown|approx
-	// Per tile: when it last went (nearly) whole, and in how many
-	// updates in a row (see streams).
-	sentAt []int64
-	streak []uint8
-}
-
-// streamGap: a tile sent nearly whole in updates this close together
-// streams (some 17 frames a second or more: a video, an animation).
-const streamGap = 60 * time.Millisecond
-
-// streams notes that box (within one tile) goes to the viewer at now
-// (unix nanoseconds) and reports whether its tile streams: it went
-// nearly whole (three quarters of it or more) in the update before too,
-// less than streamGap earlier. Such a tile is forgotten once sent (its
-// pixels still copied: the encoder reads them here): it will differ
-// throughout next time as well, and then costs no compare (on a 60 fps
-// video in Tight, the compares were 8% of deskd's CPU). Smaller changes
-// (a caret, a spinner, typing) keep their exact boxes.
-func (p *seen) streams(box Rect, now int64) bool {
-	cols := (p.W + tile - 1) / tile
-	if n := cols * ((p.H + tile - 1) / tile); len(p.sentAt) != n {
-		p.sentAt, p.streak = make([]int64, n), make([]uint8, n)
-	}
-	tx, ty := box.X/tile, box.Y/tile
-	i := ty*cols + tx
-	tw, th := min(tile, p.W-tx*tile), min(tile, p.H-ty*tile)
-	if 4*box.W*box.H < 3*tw*th {
-		p.streak[i] = 0
-		return false
-	}
-	if now-p.sentAt[i] < int64(streamGap) {
-		p.streak[i] = min(p.streak[i]+1, 2)
-	} else {
-		p.streak[i] = 1
-	}
-	p.sentAt[i] = now
-	return p.streak[i] >= 2
 }
 
 // newSeen is a w×h picture of which nothing is known yet.
@@ -107,31 +69,33 @@ func (p *seen) changedBox(fb *Frame, r Rect, lossy bool) (Rect, bool) {
 	if lossy {
 		rowBits = p.bits
 	}
-	// The marks first: pixels the viewer does not have need no compare,
-	// and only those before (after) the first (last) mark are compared
-	// (a tile forgotten as it streams, see streams, costs no
-	// compare at all).
 	first := func(y, x0, x1 int) int { // the first pixel of row y in [x0, x1) that differs, or -1
-		u := firstBit(rowBits(y), x0, x1)
-		if u >= 0 {
-			x1 = u
-		}
 		i := y*p.Stride + 4*x0
-		if d := firstDiff(p.Pix[i:i+4*(x1-x0)], fb.Pix[i:i+4*(x1-x0)]); d >= 0 {
+		d := firstDiff(p.Pix[i:i+4*(x1-x0)], fb.Pix[i:i+4*(x1-x0)])
+		if d >= 0 {
+			x1 = x0 + d
+		}
+		if u := firstBit(rowBits(y), x0, x1); u >= 0 {
+			return u
+		}
+		if d >= 0 {
 			return x0 + d
 		}
-		return u
+		return -1
 	}
 	last := func(y, x0, x1 int) int { // the last, or -1
-		u := lastBit(rowBits(y), x0, x1)
-		if u >= 0 {
-			x0 = u + 1
-		}
 		i := y*p.Stride + 4*x0
-		if d := lastDiff(p.Pix[i:i+4*(x1-x0)], fb.Pix[i:i+4*(x1-x0)]); d >= 0 {
-			return x0 + d
+		d := lastDiff(p.Pix[i:i+4*(x1-x0)], fb.Pix[i:i+4*(x1-x0)])
+		if d >= 0 {
+			x0 += d + 1
 		}
-		return u
+		if u := lastBit(rowBits(y), x0, x1); u >= 0 {
+			return u
+		}
+		if d >= 0 {
+			return x0 - 1
+		}
+		return -1
 	}
 	y0, y1, x0, x1 := -1, -1, 0, 0 // x1, y1 inclusive
 	for y := r.Y; y < r.Y+r.H; y++ {
