@@ -284,28 +284,27 @@ func (m *motion) refined(found Rect) Rect {
 	if m.watched != found || e.Empty() {
 		return found
 	}
-	if e.W%2 == 1 {
-		if e.X+e.W < found.X+found.W {
-			e.W++
-		} else if e.X > found.X {
-			e.X, e.W = e.X-1, e.W+1
-		} else {
-			e.W--
-		}
-	}
-	if e.H%2 == 1 {
-		if e.Y+e.H < found.Y+found.H {
-			e.H++
-		} else if e.Y > found.Y {
-			e.Y, e.H = e.Y-1, e.H+1
-		} else {
-			e.H--
-		}
-	}
+	e.X, e.W = evenSpan(e.X, e.W, found.X, found.X+found.W)
+	e.Y, e.H = evenSpan(e.Y, e.H, found.Y, found.Y+found.H)
 	if e.W < videoMinSide || e.H < videoMinSide {
 		return found
 	}
 	return e
+}
+
+// evenSpan makes the span of n from at even: one more at its end when
+// that stays before hi, else one more at its start when that stays at
+// lo or after, else one less.
+func evenSpan(at, n, lo, hi int) (int, int) {
+	switch {
+	case n%2 == 0:
+		return at, n
+	case at+n < hi:
+		return at, n + 1
+	case at > lo:
+		return at - 1, n + 1
+	}
+	return at, n - 1
 }
 
 func (m *motion) decayed(i int, now int64) float32 {
