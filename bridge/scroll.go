@@ -13,12 +13,13 @@ import (
 // CopyRect (RFC 6143 §7.7.2: u16 src-x, src-y) are told to move their own
 // pixels, and only what the move does not explain is encoded.
 
-// scroll says rows dst.Y .. dst.Y+dst.H-1 of the new picture are rows
-// dst.Y+dy .. of the old one, over columns dst.X .. dst.X+dst.W-1.
+// scroll says the pixels dst of the new picture are those of the old
+// one dx columns and dy rows away: a scroll (dx 0, dst the box's
+// columns) or a move sideways as well (a window dragged: move.go).
 type scroll struct {
-	dst  Rect
-	dy   int
-	rest []Rect // changed tiles the move does not explain
+	dst    Rect
+	dx, dy int
+	rest   []Rect // changed tiles the move does not explain
 	// bad are the tiles (indices in the frame) of dst where the move
 	// does not hold: a fixed element over the page (a chat button, a
 	// clock, a sticky bar) stays while the page moves under it. They
@@ -26,7 +27,7 @@ type scroll struct {
 	bad []int
 }
 
-func (sc scroll) src() Rect { return Rect{sc.dst.X, sc.dst.Y + sc.dy, sc.dst.W, sc.dst.H} }
+func (sc scroll) src() Rect { return Rect{sc.dst.X + sc.dx, sc.dst.Y + sc.dy, sc.dst.W, sc.dst.H} }
 
 // Scroll detection bounds: a box smaller than this is cheaper to encode
 // than to analyse, and a move must cover enough rows to be worth a
@@ -61,6 +62,7 @@ type scrollScratch struct {
 	// deskd's CPU. A scroll that starts then is found a few frames late
 	// (those go as pixels).
 	fails, skip int
+	moves       moveScratch // the search for moves sideways (move.go)
 }
 
 // maxScrollSkip bounds the backoff: at most this many captures in a row
@@ -118,7 +120,8 @@ func rowsEqual(a, b []byte) bool {
 	return true
 }
 
-// detectScroll looks for a vertical move of box from old to new. With
+// detectScroll looks for a move of box from old to new: vertical (the
+// rows' hashes), else sideways too (detectMove). With
 // inPlace it first checks whether most of the box is where it was (the
 // capture's sampled compare, when it ran, has told already).
 func detectScroll(old, new *Frame, box Rect, sc *scrollScratch, inPlace bool) (scroll, bool) {
@@ -131,6 +134,14 @@ func detectScroll(old, new *Frame, box Rect, sc *scrollScratch, inPlace bool) (s
 	}
 	if inPlace && mostlyInPlace(old, new, box) {
 		return scroll{}, false // not counted as a failure: nothing moved
+	}
+	// A drag under way moves again by about as much: that first.
+	triedMove := sc.moves.last
+	if triedMove {
+		if found, ok := detectMove(old, new, box, &sc.moves); ok {
+			sc.fails = 0
+			return found, true
+		}
 	}
 	// A scroll bar's thumb moves with the page: the rows it is on differ
 	// at the right edge. A run of rows tolerates a few tile columns that
@@ -151,6 +162,9 @@ func detectScroll(old, new *Frame, box Rect, sc *scrollScratch, inPlace bool) (s
 		if f, k := sc.search(old, new, narrow, sc.oldLeft, sc.newLeft); k && (!ok || f.dst.W*f.dst.H > found.dst.W*found.dst.H) {
 			found, ok = f, true
 		}
+	}
+	if !ok && !triedMove {
+		found, ok = detectMove(old, new, box, &sc.moves)
 	}
 	if ok {
 		sc.fails = 0
@@ -339,19 +353,30 @@ func abs(v int) int {
 }
 
 // explains reports whether the move accounts for all of tile t's change:
-// t lies within the move's columns, and its rows outside the moved rows
-// did not change (old is the picture before, new after).
+// part of t is in the move's destination, where it holds (t is not
+// one of its bad tiles), and the rest of t did not change (old is the
+// picture before, new after).
 func (sc scroll) explains(old, new *Frame, t Rect) bool {
 	d := sc.dst
-	if t.X < d.X || t.X+t.W > d.X+d.W || t.Intersect(d).Empty() || sc.isBad(t, old.W) {
+	in := t.Intersect(d)
+	if in.Empty() || sc.isBad(t, old.W) {
 		return false
 	}
+	same := func(y, x0, x1 int) bool {
+		if x0 >= x1 {
+			return true
+		}
+		i, j := y*old.Stride+4*x0, y*new.Stride+4*x0
+		return rowsEqual(old.Pix[i:i+4*(x1-x0)], new.Pix[j:j+4*(x1-x0)])
+	}
 	for y := t.Y; y < t.Y+t.H; y++ {
-		if y >= d.Y && y < d.Y+d.H {
+		if y < in.Y || y >= in.Y+in.H {
+			if !same(y, t.X, t.X+t.W) {
+				return false
+			}
 			continue
 		}
-		i, j := y*old.Stride+4*t.X, y*new.Stride+4*t.X
-		if !rowsEqual(old.Pix[i:i+4*t.W], new.Pix[j:j+4*t.W]) {
+		if !same(y, t.X, in.X) || !same(y, in.X+in.W, t.X+t.W) {
 			return false
 		}
 	}
@@ -400,7 +425,7 @@ func (c *client) markScrolled(changed []Rect, sc scroll) {
 		return
 	}
 	c.moved(sc)
-	c.copy = &scroll{dst: sc.dst, dy: sc.dy}
+	c.copy = &scroll{dst: sc.dst, dx: sc.dx, dy: sc.dy}
 }
 
 // moved updates the tile sets for the move sc: dirty tiles in its source
@@ -430,41 +455,26 @@ func (t *tiles) follow(sc scroll) {
 // markMoved marks where the part of r inside the move's source lands.
 func (t *tiles) markMoved(r Rect, sc scroll) {
 	if d := r.Intersect(sc.src()); !d.Empty() {
-		t.mark(Rect{d.X, d.Y - sc.dy, d.W, d.H})
+		t.mark(Rect{d.X - sc.dx, d.Y - sc.dy, d.W, d.H})
 	}
 }
 
-// composeScroll makes one move of two in a row over the same columns:
-// rows of the second's destination whose source rows the first moved
-// come from dy1+dy2 away in the picture before both.
+// composeScroll makes one move of two in a row: the pixels of the
+// second's destination whose source the first moved come from both
+// moves away in the picture before both.
 func composeScroll(first, second scroll) (scroll, bool) {
-	a, b := first.dst, second.dst
-	if a.X != b.X || a.W != b.W {
+	a := first.dst
+	d := second.dst.Intersect(Rect{a.X - second.dx, a.Y - second.dy, a.W, a.H})
+	dx, dy := first.dx+second.dx, first.dy+second.dy
+	if d.H < scrollMinRun || d.W < tile || (dx == 0 && dy == 0) {
 		return scroll{}, false
 	}
-	y0 := max(b.Y, a.Y-second.dy)
-	y1 := min(b.Y+b.H, a.Y+a.H-second.dy)
-	dy := first.dy + second.dy
-	if y1-y0 < scrollMinRun || dy == 0 {
-		return scroll{}, false
-	}
-	return scroll{dst: Rect{b.X, y0, b.W, y1 - y0}, dy: dy}, true
+	return scroll{dst: d, dx: dx, dy: dy}, true
 }
 
-// rowsOutside returns the parts of the row bands a and b (same columns)
-// that both leaves out: there the viewer needs pixels.
-func rowsOutside(a, b, both Rect) []Rect {
-	var out []Rect
-	for _, r := range []Rect{a, b} {
-		if top := min(r.Y+r.H, both.Y) - r.Y; top > 0 {
-			out = append(out, Rect{r.X, r.Y, r.W, top})
-		}
-		if y := max(r.Y, both.Y+both.H); y < r.Y+r.H {
-			out = append(out, Rect{r.X, y, r.W, r.Y + r.H - y})
-		}
-	}
-	return out
-}
+// rowsOutside returns the parts of a and b outside both: there the
+// viewer needs pixels.
+func rowsOutside(a, b, both Rect) []Rect { return cutOut([]Rect{a, b}, both) }
 
 // appendCopyRect appends the move as a CopyRect rectangle.
 func appendCopyRect(dst []byte, sc scroll) []byte {
@@ -473,6 +483,6 @@ func appendCopyRect(dst []byte, sc scroll) []byte {
 		dst = be.AppendUint16(dst, uint16(v))
 	}
 	dst = be.AppendUint32(dst, EncCopyRect)
-	dst = be.AppendUint16(dst, uint16(sc.dst.X))
+	dst = be.AppendUint16(dst, uint16(sc.dst.X+sc.dx))
 	return be.AppendUint16(dst, uint16(sc.dst.Y+sc.dy))
 }

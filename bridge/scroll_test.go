@@ -401,12 +401,17 @@ func TestComposeScroll(t *testing.T) {
 		{"down then up", scroll{dst: band(40, 300), dy: 20}, scroll{dst: band(50, 290), dy: -10},
 			scroll{dst: band(50, 290), dy: 10}, true},
 		{"back where it was", scroll{dst: band(40, 300), dy: 20}, scroll{dst: band(40, 300), dy: -20}, scroll{}, false},
-		{"other columns", scroll{dst: band(40, 300), dy: 20}, scroll{dst: Rect{8, 40, 300, 300}, dy: 5}, scroll{}, false},
+		{"other columns", scroll{dst: band(40, 300), dy: 20}, scroll{dst: Rect{8, 40, 300, 300}, dy: 5},
+			scroll{dst: Rect{8, 40, 300, 295}, dy: 25}, true},
+		{"a window dragged twice", scroll{dst: Rect{100, 100, 200, 150}, dx: 5, dy: 3}, scroll{dst: Rect{96, 98, 200, 150}, dx: 4, dy: 2},
+			scroll{dst: Rect{96, 98, 200, 150}, dx: 9, dy: 5}, true},
+		{"dragged back", scroll{dst: Rect{100, 100, 200, 150}, dx: 5, dy: 3}, scroll{dst: Rect{105, 103, 200, 150}, dx: -5, dy: -3}, scroll{}, false},
+		{"too few columns left", scroll{dst: Rect{100, 100, 200, 150}, dx: 5, dy: 3}, scroll{dst: Rect{0, 100, 200, 150}, dx: 260, dy: 0}, scroll{}, false},
 		{"too few rows left", scroll{dst: band(40, 100), dy: 20}, scroll{dst: band(40, 100), dy: 60}, scroll{}, false},
 	}
 	for _, tt := range tests {
 		got, ok := composeScroll(tt.first, tt.second)
-		if ok != tt.ok || (ok && (got.dst != tt.want.dst || got.dy != tt.want.dy)) {
+		if ok != tt.ok || (ok && (got.dst != tt.want.dst || got.dx != tt.want.dx || got.dy != tt.want.dy)) {
 			t.Errorf("%s: %+v %v, want %+v %v", tt.name, got, ok, tt.want, tt.ok)
 		}
 	}

@@ -164,16 +164,17 @@ func (p *seen) anyApprox(r Rect) bool {
 }
 
 // move does to the picture what a CopyRect of sc does to the viewer's:
-// rows dst come from dy rows away, pixels and what is known of them.
+// pixels dst come from dx columns and dy rows away, pixels and what is
+// known of them.
 func (p *seen) move(sc scroll) {
 	d := sc.dst
-	row := func(y int) []byte { i := y*p.Stride + 4*d.X; return p.Pix[i : i+4*d.W] }
+	row := func(y, x int) []byte { i := y*p.Stride + 4*x; return p.Pix[i : i+4*d.W] }
 	one := func(y int) {
-		copy(row(y), row(y+sc.dy))
-		copyBits(p.bits(y), p.bits(y+sc.dy), d.X, d.X+d.W)
-		copyBits(p.approxBits(y), p.approxBits(y+sc.dy), d.X, d.X+d.W)
+		copy(row(y, d.X), row(y+sc.dy, d.X+sc.dx)) // copy may overlap (dy 0)
+		shiftBits(p.bits(y), p.bits(y+sc.dy), d.X, d.X+d.W, sc.dx)
+		shiftBits(p.approxBits(y), p.approxBits(y+sc.dy), d.X, d.X+d.W, sc.dx)
 	}
-	if sc.dy > 0 { // from below: top down, so no source is overwritten first
+	if sc.dy >= 0 { // from below: top down, so no source is overwritten first
 		for y := d.Y; y < d.Y+d.H; y++ {
 			one(y)
 		}
@@ -181,6 +182,41 @@ func (p *seen) move(sc scroll) {
 	}
 	for y := d.Y + d.H - 1; y >= d.Y; y-- {
 		one(y)
+	}
+}
+
+// shiftBits copies bits [x0+dx, x1+dx) of src to [x0, x1) of dst, which
+// may be the same row: words are written in the order that reads every
+// source bit before it is overwritten.
+func shiftBits(dst, src []uint64, x0, x1, dx int) {
+	if dx == 0 {
+		copyBits(dst, src, x0, x1)
+		return
+	}
+	// at returns src's 64 bits from bit pos on (pos may be below 0: the
+	// bits under 0 are never used, the mask leaves them out).
+	at := func(pos int) uint64 {
+		if pos < 0 {
+			return src[0] << -pos
+		}
+		w, s := pos/64, uint(pos%64)
+		v := src[w] >> s
+		if s != 0 && w+1 < len(src) {
+			v |= src[w+1] << (64 - s)
+		}
+		return v
+	}
+	first, last := x0/64, (x1-1)/64
+	if x0 >= x1 {
+		return
+	}
+	for k := range last - first + 1 {
+		w := first + k
+		if dx < 0 { // the source is to the left: right to left
+			w = last - k
+		}
+		m := span(w, x0, x1)
+		dst[w] = dst[w]&^m | at(64*w+dx)&m
 	}
 }
 

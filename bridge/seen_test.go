@@ -74,7 +74,11 @@ func TestSeenMove(t *testing.T) {
 		{dst: Rect{0, 0, w, 40}, dy: 10},     // content moves up
 		{dst: Rect{8, 12, 120, 38}, dy: -12}, // down, part of the columns
 		{dst: Rect{60, 5, 70, 1}, dy: 1},
-		{dst: Rect{64, 0, 64, 30}, dy: 20}, // one whole word
+		{dst: Rect{64, 0, 64, 30}, dy: 20},         // one whole word
+		{dst: Rect{10, 5, 70, 30}, dx: 7, dy: 3},   // a window dragged
+		{dst: Rect{70, 20, 75, 20}, dx: -9},        // sideways only, within the rows
+		{dst: Rect{3, 30, 60, 20}, dx: 65, dy: -2}, // more than a word
+		{dst: Rect{66, 2, 80, 40}, dx: -66, dy: 1},
 	} {
 		fb := testFrame(w, h)
 		p := newSeen(w, h)
@@ -91,7 +95,7 @@ func TestSeenMove(t *testing.T) {
 			for x := range w {
 				sx, sy := x, y
 				if sc.dst.Intersect(Rect{x, y, 1, 1}) == (Rect{x, y, 1, 1}) {
-					sy += sc.dy
+					sx, sy = sx+sc.dx, sy+sc.dy
 				}
 				if string(p.at(x, y)) != string(before.at(sx, sy)) || unknown(p, x, y) != unknown(before, sx, sy) || approx(p, x, y) != approx(before, sx, sy) {
 					t.Fatalf("move %+v: pixel %d,%d is not what was at %d,%d", sc, x, y, sx, sy)
