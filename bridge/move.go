@@ -15,14 +15,20 @@ import (
 // around a window, what it uncovered) goes as pixels, cut to the
 // changed pixels by each viewer's picture (seen.go).
 
+// moveSampleRows are the rows of a tile compared to tell whether it
+// changed: spaced unevenly, so that lines of text (Chromium's 15 px
+// text is 21 px a line) do not fit between them all.
+var moveSampleRows = [...]int{11, 30, 53}
+
 // Move search bounds.
 const (
 	moveReach    = 64 // farthest a move is looked for from the last one, each way (px)
-	moveNear     = 4  // how far around the last move it is looked for first
+	moveNear     = 8  // how far around the last move it is looked for first
 	anchorLen    = 8  // pixels in an anchor
 	moveAnchors  = 24 // anchors looked for at most
 	anchorStride = 7  // the order they are taken in: k*7 mod 24, spread from the start
 	anchorEarly  = 8  // anchors found before a search with no two agreeing gives up
+	anchorEnough = 8  // anchors agreeing that end the search
 	// anchorHits bounds the places one anchor may match: more means it
 	// is a piece of something repeated (a blank, a rule), no evidence.
 	anchorHits = 6
@@ -32,7 +38,9 @@ const (
 // votes, its tile map and the last move found, which the next search
 // tries first (a drag moves by about as much each frame).
 type moveScratch struct {
-	points [][2]int // where anchors are looked for: changed tiles' rows
+	rowAt  []int    // per tile of the box: a row of it that changed, or -1
+	points [][2]int // where anchors are looked for: changed tiles' rows, inner ones first
+	border [][2]int
 	votes  []moveVote
 	hits   []moveVote
 	match  []bool // per tile of the box: the move holds over it
@@ -60,37 +68,56 @@ func detectMove(old, new *Frame, box Rect, ms *moveScratch) (scroll, bool) {
 // search votes with anchors for a move within reach of (cx, cy) and
 // checks the best.
 func (ms *moveScratch) search(old, new *Frame, box Rect, cx, cy, reach int) (scroll, bool) {
-	// Anchors are looked for in tiles that changed: two rows of each
+	// Anchors are looked for in tiles that changed: three rows of each
 	// tile compared where they are tell which (a window dragged over a
-	// big box changes a part of it).
-	ms.points = ms.points[:0]
-	for y0 := box.Y; y0 < box.Y+box.H; y0 += tile {
-		for _, y := range []int{y0 + tile/3, y0 + 2*tile/3} {
-			if y >= box.Y+box.H {
-				continue
-			}
-			for x := box.X; x < box.X+box.W; x += tile {
-				w := min(tile, box.X+box.W-x)
+	// big box changes a part of it). Tiles inside the changed area come
+	// first: those at its border hold what goes with a moved window
+	// without moving with it (its shadow, what it uncovered).
+	cols, rows := (box.W+tile-1)/tile, (box.H+tile-1)/tile
+	ms.rowAt = slices.Grow(ms.rowAt[:0], cols*rows)[:cols*rows]
+	for ty := range rows {
+		for tx := range cols {
+			x, w := box.X+tx*tile, min(tile, box.X+box.W-(box.X+tx*tile))
+			ms.rowAt[ty*cols+tx] = -1
+			for _, dy := range moveSampleRows {
+				y := box.Y + ty*tile + dy
 				i, j := y*new.Stride+4*x, y*old.Stride+4*x
-				if !rowsEqual(new.Pix[i:i+4*w], old.Pix[j:j+4*w]) {
-					ms.points = append(ms.points, [2]int{x, y})
+				if y < box.Y+box.H && !rowsEqual(new.Pix[i:i+4*w], old.Pix[j:j+4*w]) {
+					ms.rowAt[ty*cols+tx] = y
+					break
 				}
 			}
 		}
 	}
+	changed := func(tx, ty int) bool {
+		return tx >= 0 && ty >= 0 && tx < cols && ty < rows && ms.rowAt[ty*cols+tx] >= 0
+	}
+	ms.points, ms.border = ms.points[:0], ms.border[:0]
+	for ty := range rows {
+		for tx := range cols {
+			if !changed(tx, ty) {
+				continue
+			}
+			p := [2]int{box.X + tx*tile, ms.rowAt[ty*cols+tx]}
+			if changed(tx-1, ty) && changed(tx+1, ty) && changed(tx, ty-1) && changed(tx, ty+1) {
+				ms.points = append(ms.points, p)
+			} else {
+				ms.border = append(ms.border, p)
+			}
+		}
+	}
+	inner := len(ms.points)
+	ms.points = append(ms.points, ms.border...)
 	ms.votes = ms.votes[:0]
-	anchors, n := 0, len(ms.points)
-	for k := range min(n, moveAnchors) {
-		// Spread over the changed tiles, the first few too: where they
-		// agree on nothing the search is left at that (video, an
-		// animation: the search costs little where it fails).
+	anchors := 0
+	for k := range min(len(ms.points), moveAnchors) {
+		// Where the first few agree on nothing the search is left at
+		// that (video, an animation: the search costs little where it
+		// fails).
 		if anchors == anchorEarly && !slices.ContainsFunc(ms.votes, func(v moveVote) bool { return v.n >= 2 }) {
 			return scroll{}, false
 		}
-		p := ms.points[(k*anchorStride)%moveAnchors*n/moveAnchors]
-		if n < moveAnchors {
-			p = ms.points[k]
-		}
+		p := ms.points[spread(k, inner, len(ms.points))]
 		ax, ok := anchorAt(old, new, box, p[0], p[1])
 		if !ok {
 			continue
@@ -106,7 +133,9 @@ func (ms *moveScratch) search(old, new *Frame, box Rect, cx, cy, reach int) (scr
 				ms.votes = append(ms.votes, moveVote{h.dx, h.dy, 0})
 				i = len(ms.votes) - 1
 			}
-			ms.votes[i].n++
+			if ms.votes[i].n++; ms.votes[i].n >= anchorEnough {
+				return ms.check(old, new, box, h.dx, h.dy) // as many agree as it takes
+			}
 		}
 	}
 	// The shift most anchors agree on: at least three, and a quarter of
@@ -123,9 +152,28 @@ func (ms *moveScratch) search(old, new *Frame, box Rect, cx, cy, reach int) (scr
 	return ms.check(old, new, box, best.dx, best.dy)
 }
 
+// spread returns the k-th of the places where anchors are looked for,
+// of n, the first inner of them inside the changed area: those first,
+// each group taken spread over it (k*7 mod 24 of 24 parts) while it has
+// more than needed.
+func spread(k, inner, n int) int {
+	pick := func(k, n int) int {
+		if n <= moveAnchors {
+			return k
+		}
+		return (k * anchorStride) % moveAnchors * n / moveAnchors
+	}
+	if k < inner {
+		return pick(k, inner)
+	}
+	return inner + pick(k-inner, n-inner)
+}
+
 // anchorAt finds, from x on along row y of box, a piece of the new
 // picture that changed and is not flat: anchorLen pixels whose first
-// differs from the one before it and which hold two colours at least.
+// differs from the one before it and from the one after it (two pixels
+// are what the search compares first: two alike, the page's background,
+// would match nearly everywhere).
 func anchorAt(old, new *Frame, box Rect, x, y int) (int, bool) {
 	const mask = 0x00ffffff
 	end := min(box.X+box.W, x+tile) - anchorLen
@@ -133,17 +181,13 @@ func anchorAt(old, new *Frame, box Rect, x, y int) (int, bool) {
 		i := y*new.Stride + 4*x
 		p := new.Pix[i : i+4*anchorLen]
 		first := binary.LittleEndian.Uint32(p) & mask
-		if x > box.X && binary.LittleEndian.Uint32(new.Pix[i-4:])&mask == first { // new holds box only
+		if binary.LittleEndian.Uint32(p[4:])&mask == first ||
+			x > box.X && binary.LittleEndian.Uint32(new.Pix[i-4:])&mask == first { // new holds box only
 			continue
 		}
 		j := y*old.Stride + 4*x
-		if rowsEqual(p, old.Pix[j:j+4*anchorLen]) {
-			continue // unchanged here: not evidence of a move
-		}
-		for k := 4; k < len(p); k += 4 {
-			if binary.LittleEndian.Uint32(p[k:])&mask != first {
-				return x, true
-			}
+		if !rowsEqual(p, old.Pix[j:j+4*anchorLen]) { // unchanged here: not evidence of a move
+			return x, true
 		}
 	}
 	return 0, false
@@ -233,24 +277,39 @@ func movedFrom(old, new *Frame, r Rect, dx, dy int) bool {
 	return true
 }
 
-// growMove grows d, where the move holds, a column or a row at a time
-// while the move holds over the whole new edge, within box.
+// growMove grows d, where the move holds, to the columns beside it
+// where the move holds over all of d's rows, then to the rows above and
+// below where it holds across (within box, less than a tile each way:
+// d is a box of whole tiles that moved).
 func growMove(old, new *Frame, box, d Rect, dx, dy int) Rect {
-	grow := func(e Rect) bool {
-		if e.Intersect(box) != e || !movedFrom(old, new, e, dx, dy) {
-			return false
-		}
-		d = union(d, e)
-		return true
+	const mask = 0x00ffffff
+	same := func(x, y int) bool {
+		return binary.LittleEndian.Uint32(new.Pix[y*new.Stride+4*x:])&mask ==
+			binary.LittleEndian.Uint32(old.Pix[(y+dy)*old.Stride+4*(x+dx):])&mask
 	}
-	for grown := true; grown; {
-		// Each edge as d is after the one before: a corner is checked
-		// with the row or column it ends.
-		left := grow(Rect{d.X - 1, d.Y, 1, d.H})
-		right := grow(Rect{d.X + d.W, d.Y, 1, d.H})
-		above := grow(Rect{d.X, d.Y - 1, d.W, 1})
-		below := grow(Rect{d.X, d.Y + d.H, d.W, 1})
-		grown = left || right || above || below
+	// Columns: how far each row's match runs beyond d, the least of them.
+	left := min(tile-1, d.X-box.X, d.X+dx)
+	right := min(tile-1, box.X+box.W-d.X-d.W, old.W-(d.X+d.W+dx))
+	for y := d.Y; y < d.Y+d.H && left+right > 0; y++ {
+		for k := 1; k <= left; k++ {
+			if !same(d.X-k, y) {
+				left = k - 1
+			}
+		}
+		for k := 0; k < right; k++ {
+			if !same(d.X+d.W+k, y) {
+				right = k
+			}
+		}
+	}
+	d.X, d.W = d.X-left, d.W+left+right
+	// Rows, across the columns now.
+	row := func(y int) bool { return movedFrom(old, new, Rect{d.X, y, d.W, 1}, dx, dy) }
+	for k := 0; k < tile-1 && d.Y > box.Y && row(d.Y-1); k++ {
+		d.Y, d.H = d.Y-1, d.H+1
+	}
+	for k := 0; k < tile-1 && d.Y+d.H < box.Y+box.H && row(d.Y+d.H); k++ {
+		d.H++
 	}
 	return d
 }
