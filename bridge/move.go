@@ -22,7 +22,7 @@ var moveSampleRows = [...]int{11, 30, 53}
 
 // Move search bounds.
 const (
-	moveReach    = 64 // farthest a move is looked for from the last one, each way (px)
+	moveReach    = 64 // farthest a move is looked for, each way (px)
 	moveNear     = 8  // how far around the last move it is looked for first
 	anchorLen    = 8  // pixels in an anchor
 	moveAnchors  = 24 // anchors looked for at most
@@ -57,6 +57,7 @@ type moveVote struct{ dx, dy, n int }
 func detectMove(old, new *Frame, box Rect, ms *moveScratch) (scroll, bool) {
 	if ms.last {
 		if sc, ok := ms.search(old, new, box, ms.dx, ms.dy, moveNear); ok {
+			ms.dx, ms.dy = sc.dx, sc.dy // a drag speeding up is followed
 			return sc, true
 		}
 	}
@@ -202,6 +203,9 @@ func findAnchor(hits []moveVote, old, new *Frame, x, y, cx, cy, reach int) []mov
 	a := new.Pix[i : i+4*anchorLen]
 	first := binary.LittleEndian.Uint64(a) & mask // two pixels: one is too common (white)
 	x0, x1 := max(0, x+cx-reach), min(old.W-anchorLen, x+cx+reach)
+	if x0 > x1 { // around a last move that would take the anchor off the screen
+		return hits
+	}
 	for sy := max(0, y+cy-reach); sy <= min(old.H-1, y+cy+reach); sy++ {
 		row := old.Pix[sy*old.Stride+4*x0 : sy*old.Stride+4*(x1+anchorLen)]
 		for k := 0; k+len(a) <= len(row); k += 4 {

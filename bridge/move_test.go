@@ -304,3 +304,45 @@ func TestDetectMoveTextUnderAWideShadow(t *testing.T) {
 		t.Fatalf("detectScroll = %+v, %v; want 0,2 over the window", got, ok)
 	}
 }
+
+// TestDetectMoveRandom: windows of random sizes dragged by random steps,
+// near and over the screen's edges, with the last move remembered (its
+// neighbourhood is searched first, which reached off the screen): the
+// search never fails hard, and any move it finds holds over its
+// destination but for its bad tiles.
+func TestDetectMoveRandom(t *testing.T) {
+	rng := rand.New(rand.NewPCG(41, 42))
+	const w, h = 448, 320
+	var ss scrollScratch
+	for i := range 300 {
+		ww, wh := 64+rng.IntN(300), 64+rng.IntN(200)
+		sc := newDragScene(w, h, ww, wh, rng.IntN(12), rng)
+		x, y := rng.IntN(w+ww)-ww, rng.IntN(h+wh)-wh
+		nx, ny := x+rng.IntN(81)-40, y+rng.IntN(81)-40
+		old, new := sc.at(x, y), sc.at(nx, ny)
+		box := Rect{0, 0, w, h}
+		if rng.IntN(2) == 0 {
+			box = alignToTiles(Rect{min(x, nx) - 12, min(y, ny) - 12, ww + abs(nx-x) + 24, wh + abs(ny-y) + 24}.Intersect(box), w, h)
+		}
+		if box.Empty() {
+			continue
+		}
+		got, ok := detectScroll(old, new, box, &ss, true)
+		if !ok {
+			continue
+		}
+		if !contains(box, got.dst) || !contains(Rect{0, 0, w, h}, got.src()) {
+			t.Fatalf("case %d: move %+v outside box %+v or the screen", i, got, box)
+		}
+		cols := (w + tile - 1) / tile
+		for ty := got.dst.Y / tile * tile; ty < got.dst.Y+got.dst.H; ty += tile {
+			for tx := got.dst.X / tile * tile; tx < got.dst.X+got.dst.W; tx += tile {
+				part := got.dst.Intersect(Rect{tx, ty, tile, tile})
+				bad := slices.Contains(got.bad, ty/tile*cols+tx/tile)
+				if !bad && !movedFrom(old, new, part, got.dx, got.dy) {
+					t.Fatalf("case %d: move %+v does not hold over %+v", i, got, part)
+				}
+			}
+		}
+	}
+}
