@@ -20,6 +20,10 @@ import (
 // text is 21 px a line) do not fit between them all.
 var moveSampleRows = [...]int{11, 30, 53}
 
+// anchorTries are the rows of a tile where an anchor is looked for when
+// the row that told it changed has none.
+var anchorTries = [...]int{11, 30, 53, 20, 42, 4, 60}
+
 // Move search bounds.
 const (
 	moveReach    = 64 // farthest a move is looked for, each way (px)
@@ -29,9 +33,10 @@ const (
 	anchorStride = 7  // the order they are taken in: k*7 mod 24, spread from the start
 	anchorEarly  = 8  // anchors found before a search with no two agreeing gives up
 	anchorEnough = 8  // anchors agreeing that end the search
-	// anchorHits bounds the places one anchor may match: more means it
-	// is a piece of something repeated (a blank, a rule), no evidence.
-	anchorHits = 6
+	// anchorHits bounds the places one anchor votes for; one that
+	// matches at more than anchorMaxHits is no evidence (a blank, a rule).
+	anchorHits    = 6
+	anchorMaxHits = 48
 )
 
 // moveScratch holds the move search's memory between captures: its
@@ -119,14 +124,31 @@ func (ms *moveScratch) search(old, new *Frame, box Rect, cx, cy, reach int) (scr
 			return scroll{}, false
 		}
 		p := ms.points[spread(k, inner, len(ms.points))]
-		ax, ok := anchorAt(old, new, box, p[0], p[1])
+		// The row that changed may be blank where it is now (text moved
+		// off it): the tile's other rows are tried.
+		ax, ay, ok := anchorAt(old, new, box, p[0], p[1])
+		for top, k := box.Y+(p[1]-box.Y)/tile*tile, 0; !ok && k < len(anchorTries); k++ {
+			if y := top + anchorTries[k]; y != p[1] && y < box.Y+box.H {
+				ax, ay, ok = anchorAt(old, new, box, p[0], y)
+			}
+		}
 		if !ok {
 			continue
 		}
 		anchors++
-		ms.hits = findAnchor(ms.hits[:0], old, new, ax, p[1], cx, cy, reach)
-		if len(ms.hits) > anchorHits {
+		ms.hits = findAnchor(ms.hits[:0], old, new, ax, ay, cx, cy, reach)
+		if len(ms.hits) > anchorMaxHits {
 			continue
+		}
+		if len(ms.hits) > anchorHits {
+			// A piece of something repeated (a dithered title bar, a
+			// window's edge): it votes for the places nearest to where
+			// the move is looked for, as likely as any and as a small
+			// move is likelier than a far one.
+			slices.SortFunc(ms.hits, func(a, b moveVote) int {
+				return abs(a.dx-cx) + abs(a.dy-cy) - abs(b.dx-cx) - abs(b.dy-cy)
+			})
+			ms.hits = ms.hits[:anchorHits]
 		}
 		for _, h := range ms.hits {
 			i := slices.IndexFunc(ms.votes, func(v moveVote) bool { return v.dx == h.dx && v.dy == h.dy })
@@ -175,7 +197,7 @@ func spread(k, inner, n int) int {
 // differs from the one before it and from the one after it (two pixels
 // are what the search compares first: two alike, the page's background,
 // would match nearly everywhere).
-func anchorAt(old, new *Frame, box Rect, x, y int) (int, bool) {
+func anchorAt(old, new *Frame, box Rect, x, y int) (ax, ay int, ok bool) {
 	const mask = 0x00ffffff
 	end := min(box.X+box.W, x+tile) - anchorLen
 	for ; x < end; x++ {
@@ -188,15 +210,15 @@ func anchorAt(old, new *Frame, box Rect, x, y int) (int, bool) {
 		}
 		j := y*old.Stride + 4*x
 		if !rowsEqual(p, old.Pix[j:j+4*anchorLen]) { // unchanged here: not evidence of a move
-			return x, true
+			return x, y, true
 		}
 	}
-	return 0, false
+	return 0, 0, false
 }
 
 // findAnchor appends the shifts (dx, dy) within reach of (cx, cy) at
 // which the old picture holds the anchor at x, y of the new one, up to
-// one more than anchorHits.
+// one more than anchorMaxHits.
 func findAnchor(hits []moveVote, old, new *Frame, x, y, cx, cy, reach int) []moveVote {
 	const mask = 0x00ffffff00ffffff
 	i := y*new.Stride + 4*x
@@ -212,7 +234,7 @@ func findAnchor(hits []moveVote, old, new *Frame, x, y, cx, cy, reach int) []mov
 			if binary.LittleEndian.Uint64(row[k:])&mask != first || !rowsEqual(a, row[k:k+len(a)]) {
 				continue
 			}
-			if hits = append(hits, moveVote{dx: x0 + k/4 - x, dy: sy - y}); len(hits) > anchorHits {
+			if hits = append(hits, moveVote{dx: x0 + k/4 - x, dy: sy - y}); len(hits) > anchorMaxHits {
 				return hits
 			}
 		}
