@@ -45,6 +45,7 @@ const (
 type moveScratch struct {
 	rowAt  []int    // per tile of the box: a row of it that changed, or -1
 	points [][2]int // where anchors are looked for: changed tiles' rows, inner ones first
+	inner  int      // how many of points are inside the changed area
 	border [][2]int
 	votes  []moveVote
 	hits   []moveVote
@@ -60,6 +61,7 @@ type moveVote struct{ dx, dy, n int }
 // moveReach. It returns the move with its destination and the tiles
 // inside it where the move does not hold (bad).
 func detectMove(old, new *Frame, box Rect, ms *moveScratch) (scroll, bool) {
+	ms.sample(old, new, box) // once for both searches: the same pictures
 	if ms.last {
 		if sc, ok := ms.search(old, new, box, ms.dx, ms.dy, moveNear); ok {
 			ms.dx, ms.dy = sc.dx, sc.dy // a drag speeding up is followed
@@ -71,14 +73,12 @@ func detectMove(old, new *Frame, box Rect, ms *moveScratch) (scroll, bool) {
 	return sc, ok
 }
 
-// search votes with anchors for a move within reach of (cx, cy) and
-// checks the best.
-func (ms *moveScratch) search(old, new *Frame, box Rect, cx, cy, reach int) (scroll, bool) {
-	// Anchors are looked for in tiles that changed: three rows of each
-	// tile compared where they are tell which (a window dragged over a
-	// big box changes a part of it). Tiles inside the changed area come
-	// first: those at its border hold what goes with a moved window
-	// without moving with it (its shadow, what it uncovered).
+// sample finds where anchors are looked for: three rows of each tile
+// compared where they are tell which tiles changed (a window dragged
+// over a big box changes a part of it). Tiles inside the changed area
+// come first (ms.inner of them): those at its border hold what goes with
+// a moved window without moving with it (its shadow, what it uncovered).
+func (ms *moveScratch) sample(old, new *Frame, box Rect) {
 	cols, rows := (box.W+tile-1)/tile, (box.H+tile-1)/tile
 	ms.rowAt = slices.Grow(ms.rowAt[:0], cols*rows)[:cols*rows]
 	for ty := range rows {
@@ -112,8 +112,13 @@ func (ms *moveScratch) search(old, new *Frame, box Rect, cx, cy, reach int) (scr
 			}
 		}
 	}
-	inner := len(ms.points)
+	ms.inner = len(ms.points)
 	ms.points = append(ms.points, ms.border...)
+}
+
+// search votes with anchors, at the places sample found, for a move
+// within reach of (cx, cy) and checks the best.
+func (ms *moveScratch) search(old, new *Frame, box Rect, cx, cy, reach int) (scroll, bool) {
 	ms.votes = ms.votes[:0]
 	anchors := 0
 	for k := range min(len(ms.points), moveAnchors) {
@@ -123,12 +128,12 @@ func (ms *moveScratch) search(old, new *Frame, box Rect, cx, cy, reach int) (scr
 		if anchors == anchorEarly && !slices.ContainsFunc(ms.votes, func(v moveVote) bool { return v.n >= 2 }) {
 			return scroll{}, false
 		}
-		p := ms.points[spread(k, inner, len(ms.points))]
+		p := ms.points[spread(k, ms.inner, len(ms.points))]
 		// The row that changed may be blank where it is now (text moved
 		// off it): the tile's other rows are tried.
 		ax, ay, ok := anchorAt(old, new, box, p[0], p[1])
-		for top, k := box.Y+(p[1]-box.Y)/tile*tile, 0; !ok && k < len(anchorTries); k++ {
-			if y := top + anchorTries[k]; y != p[1] && y < box.Y+box.H {
+		for top, r := box.Y+(p[1]-box.Y)/tile*tile, 0; !ok && r < len(anchorTries); r++ {
+			if y := top + anchorTries[r]; y != p[1] && y < box.Y+box.H {
 				ax, ay, ok = anchorAt(old, new, box, p[0], y)
 			}
 		}

@@ -412,7 +412,7 @@ func (c *client) markScrolled(changed []Rect, sc scroll) {
 			first := *c.copy
 			c.moved(sc) // the tiles, as if it were the only move
 			c.copy = &both
-			for _, r := range rowsOutside(first.dst, sc.dst, both.dst) {
+			for _, r := range cutOut([]Rect{first.dst, sc.dst}, both.dst) { // there it needs pixels
 				c.dirty.mark(r)
 			}
 			return
@@ -471,10 +471,6 @@ func composeScroll(first, second scroll) (scroll, bool) {
 	}
 	return scroll{dst: d, dx: dx, dy: dy}, true
 }
-
-// rowsOutside returns the parts of a and b outside both: there the
-// viewer needs pixels.
-func rowsOutside(a, b, both Rect) []Rect { return cutOut([]Rect{a, b}, both) }
 
 // appendCopyRect appends the move as a CopyRect rectangle.
 func appendCopyRect(dst []byte, sc scroll) []byte {

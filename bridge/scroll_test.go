@@ -415,8 +415,8 @@ func TestComposeScroll(t *testing.T) {
 			t.Errorf("%s: %+v %v, want %+v %v", tt.name, got, ok, tt.want, tt.ok)
 		}
 	}
-	if got := rowsOutside(band(40, 300), band(40, 300), band(40, 270)); len(got) != 2 || got[0] != band(310, 30) || got[1] != band(310, 30) {
-		t.Errorf("rowsOutside: %v", got)
+	if got := cutOut([]Rect{band(40, 300), band(40, 300)}, band(40, 270)); len(got) != 2 || got[0] != band(310, 30) || got[1] != band(310, 30) {
+		t.Errorf("cutOut: %v", got)
 	}
 }
 
